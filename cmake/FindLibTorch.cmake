@@ -1,0 +1,53 @@
+# Locates LibTorch and defines the imported target `torch`.
+#
+# Search order: Torch_DIR / CMAKE_PREFIX_PATH when given (a LibTorch from
+# pytorch.org or a GPU machine's own torch), then the project's `.venv/`
+# (where scripts/install-deps.sh puts the pinned wheel), then whatever
+# `python3 -c 'import torch'` finds. Stops with one clear message otherwise.
+set(_up_torch_hints "")
+file(GLOB _up_venv_torch "${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/torch/share/cmake")
+list(APPEND _up_torch_hints ${_up_venv_torch})
+if(NOT Torch_DIR AND NOT _up_venv_torch)
+  find_program(_up_python3 NAMES python3)
+  if(_up_python3)
+    execute_process(
+      COMMAND ${_up_python3} -c "import torch, sys; sys.stdout.write(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _up_py_torch_prefix ERROR_QUIET RESULT_VARIABLE _up_py_rc)
+    if(_up_py_rc EQUAL 0 AND _up_py_torch_prefix)
+      list(APPEND _up_torch_hints "${_up_py_torch_prefix}")
+    endif()
+  endif()
+endif()
+
+# Caffe2's config looks for the CUDA toolkit; point it at the usual place.
+if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+
+find_package(Torch QUIET HINTS ${_up_torch_hints})
+if(NOT Torch_FOUND)
+  message(FATAL_ERROR
+    "LibTorch not found. Run scripts/install-deps.sh (installs the pinned torch wheel into .venv/), "
+    "or pass -DTorch_DIR=<libtorch>/share/cmake/Torch (LibTorch 2.11 or newer).")
+endif()
+if(Torch_VERSION VERSION_LESS 2.11)
+  message(FATAL_ERROR "LibTorch ${Torch_VERSION} is too old: unet-pipeline needs 2.11 or newer.")
+endif()
+get_filename_component(UP_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
+
+# A wheel's LibTorch finds its CUDA libraries (cuDNN, NCCL, cuBLAS...) in the
+# sibling nvidia/* packages. Resolve them there at link time too, ahead of any
+# older copy in /usr/local/cuda, so the binaries see the libraries torch was
+# built against.
+file(GLOB UP_TORCH_NVIDIA_LIB_DIRS LIST_DIRECTORIES true "${UP_TORCH_LIB_DIR}/../../nvidia/*/lib")
+set(UP_TORCH_RPATH_LINK "")
+foreach(_dir ${UP_TORCH_NVIDIA_LIB_DIRS})
+  get_filename_component(_dir "${_dir}" REALPATH)
+  string(APPEND UP_TORCH_RPATH_LINK " -Wl,-rpath-link,${_dir}")
+endforeach()
+string(APPEND CMAKE_EXE_LINKER_FLAGS "${UP_TORCH_RPATH_LINK}")
+string(APPEND CMAKE_SHARED_LINKER_FLAGS "${UP_TORCH_RPATH_LINK}")
+message(STATUS "LibTorch ${Torch_VERSION} at ${UP_TORCH_LIB_DIR} (CUDA: ${CAFFE2_USE_CUDA})")

@@ -1,0 +1,53 @@
+// Checkpoints: `checkpoints/step-N/` holds one file per stage
+// (`encoder.pt`, `decoder.pt`: that half's weights, buffers, optimizer state,
+// step and RNG state) and `manifest.json` (step, config and model signatures,
+// each file's size and sha256). A checkpoint is built in a staging folder,
+// each file fsync'ed, the manifest written last, then the folder renamed to
+// its final name and the parent fsync'ed: it is there whole or not at all.
+//
+// The reference trainer writes both stage files itself; in the pipeline each
+// stage writes its own file into the staging folder and the launcher commits.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+
+namespace up {
+
+// sha256 over the model section: checkpoints of another architecture are refused.
+std::string ModelSignature(const ModelConfig& model);
+
+// Stage files.
+void SaveStageFile(const std::string& path, torch::nn::Module& module,
+                   torch::optim::Optimizer& optimizer, int64_t step);
+// Loads into `module`/`optimizer` (which must have the architecture the file
+// was written from) and returns the step stored.
+int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
+                      torch::optim::Optimizer& optimizer);
+
+// The staging folder for step `step` under `run_dir` (created empty).
+std::string BeginCheckpoint(const std::string& run_dir, int64_t step);
+// Hashes the listed files in `staging`, writes the manifest, renames the
+// folder to checkpoints/step-N and keeps only the newest `keep` checkpoints.
+std::string CommitCheckpoint(const std::string& run_dir, const std::string& staging, int64_t step,
+                             const std::vector<std::string>& files, const Config& config);
+
+struct CheckpointRef {
+  int64_t step = 0;
+  std::string dir;
+};
+// The newest checkpoint whose manifest and files verify and whose model
+// signature matches `config`. Bad ones are reported through `warn` and
+// skipped; one of another model is a UsageError. nullopt when there is none.
+std::optional<CheckpointRef> FindLatestCheckpoint(
+    const std::string& run_dir, const Config& config,
+    const std::function<void(const std::string&)>& warn);
+
+}  // namespace up

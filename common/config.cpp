@@ -1,0 +1,795 @@
+// Loading, validating and dumping the run configuration (see config.h).
+//
+// The YAML file and each `--set` override are flattened into one map from
+// dotted key path ("train.lr") to the YAML node given for it; a later source
+// replaces an earlier one key by key. Unknown keys, duplicate keys and
+// sections that are not mappings fail while flattening. The map is then read
+// onto a default Config in key order, each value checked for type and range
+// as it is read, and the cross-field rules are checked last. The first
+// problem found throws up::UsageError with one line:
+//   config: <key.path> = <value as given>: <what is expected>[; <hint>]
+// DumpConfig writes every key in a fixed order with strings double-quoted and
+// doubles in their shortest exactly-round-tripping form, so its output is
+// deterministic and loads back to an equal Config.
+#include "common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include "common/errors.h"
+
+namespace up {
+namespace {
+
+using Given = std::map<std::string, YAML::Node>;
+
+// Every leaf key, in dump order.
+const std::vector<std::string>& LeafKeys() {
+  static const std::vector<std::string> keys{
+      "model.dims",
+      "model.in_channels",
+      "model.num_classes",
+      "model.features",
+      "model.norm",
+      "model.groups",
+      "data.kind",
+      "data.path",
+      "data.size",
+      "data.samples",
+      "train.batch_size",
+      "train.micro_batches",
+      "train.steps",
+      "train.lr",
+      "train.optimizer",
+      "train.momentum",
+      "train.weight_decay",
+      "train.lr_schedule",
+      "train.warmup_steps",
+      "train.grad_clip",
+      "train.loss",
+      "train.precision",
+      "train.seed",
+      "train.threads",
+      "checkpoint.every",
+      "checkpoint.keep",
+      "pipeline.transport",
+      "pipeline.activations",
+      "pipeline.schedule",
+      "pipeline.lock",
+      "pipeline.park",
+      "pipeline.timeout_s",
+      "pipeline.stages.encoder.device",
+      "pipeline.stages.encoder.node",
+      "pipeline.stages.decoder.device",
+      "pipeline.stages.decoder.node",
+  };
+  return keys;
+}
+
+// Every key whose value is a mapping of further keys ("" is the top level).
+const std::vector<std::string>& SectionKeys() {
+  static const std::vector<std::string> keys{
+      "",
+      "model",
+      "data",
+      "train",
+      "checkpoint",
+      "pipeline",
+      "pipeline.stages",
+      "pipeline.stages.encoder",
+      "pipeline.stages.decoder",
+  };
+  return keys;
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+bool IsLeaf(const std::string& path) { return Contains(LeafKeys(), path); }
+bool IsSection(const std::string& path) { return Contains(SectionKeys(), path); }
+
+std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+std::string ParentOf(const std::string& path) {
+  size_t dot = path.rfind('.');
+  return dot == std::string::npos ? "" : path.substr(0, dot);
+}
+
+std::string LastPart(const std::string& path) {
+  size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// The names of the direct children of a section, in dump order.
+std::vector<std::string> ChildrenOf(const std::string& section) {
+  const std::string prefix = section.empty() ? "" : section + ".";
+  std::vector<std::string> out;
+  for (const auto& key : LeafKeys()) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string child = key.substr(prefix.size(), key.find('.', prefix.size()) - prefix.size());
+    if (!Contains(out, child)) out.push_back(child);
+  }
+  return out;
+}
+
+[[noreturn]] void Fail(const std::string& message) { throw UsageError("config: " + message); }
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), size_t{0});
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known key most likely meant by `path`, or "" when none is close: the
+// nearest by edit distance if within max(2, len/4) and shorter than the last
+// name (so "train.zz" suggests nothing), else the nearest leaf with the same
+// last name ("pipeline.encoder.device").
+std::string Suggest(const std::string& path) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  std::string same_name;
+  size_t same_name_distance = SIZE_MAX;
+  std::vector<std::string> candidates = LeafKeys();
+  for (const auto& key : SectionKeys()) {
+    if (!key.empty()) candidates.push_back(key);
+  }
+  for (const auto& key : candidates) {
+    size_t d = EditDistance(path, key);
+    if (d < best_distance) {
+      best_distance = d;
+      best = key;
+    }
+    if (IsLeaf(key) && LastPart(key) == LastPart(path) && d < same_name_distance) {
+      same_name_distance = d;
+      same_name = key;
+    }
+  }
+  if (best_distance <= std::max<size_t>(2, path.size() / 4) &&
+      best_distance < LastPart(path).size()) {
+    return best;
+  }
+  return same_name;
+}
+
+[[noreturn]] void FailUnknownKey(const std::string& path) {
+  std::string message = "unknown key '" + path + "'";
+  std::string suggestion = Suggest(path);
+  if (!suggestion.empty()) Fail(message + "; did you mean '" + suggestion + "'?");
+  std::string parent = ParentOf(path);
+  if (!IsSection(parent)) parent.clear();
+  Fail(message + "; known keys " +
+       (parent.empty() ? "at the top level" : "under '" + parent + "'") + ": " +
+       Join(ChildrenOf(parent), ", "));
+}
+
+// ---------------------------------------------------------------------------
+// Rendering values for messages and for the dump.
+
+// `s` in double quotes with ", \ and control characters escaped; valid as a
+// YAML double-quoted scalar.
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+bool LooksNumeric(const std::string& s) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+// A node as the user wrote it: plain numbers bare, other scalars quoted,
+// lists and mappings in flow style.
+std::string Render(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return IsPlainScalar(node) && LooksNumeric(node.Scalar()) ? node.Scalar()
+                                                                : Quote(node.Scalar());
+    case YAML::NodeType::Sequence: {
+      std::vector<std::string> items;
+      for (const auto& item : node) items.push_back(Render(item));
+      return "[" + Join(items, ", ") + "]";
+    }
+    case YAML::NodeType::Map: {
+      std::vector<std::string> items;
+      for (const auto& kv : node) items.push_back(Render(kv.first) + ": " + Render(kv.second));
+      return "{" + Join(items, ", ") + "}";
+    }
+    default:
+      return "?";
+  }
+}
+
+std::string IntList(const std::vector<int>& values) {
+  std::vector<std::string> items;
+  for (int v : values) items.push_back(std::to_string(v));
+  return "[" + Join(items, ", ") + "]";
+}
+
+// The shortest "%.Ng" form that reads back to exactly `v`.
+std::string FormatDouble(double v) {
+  char buf[40];
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// ---------------------------------------------------------------------------
+// Flattening sources into the Given map.
+
+void SetGiven(Given* given, const std::string& path, const YAML::Node& node) {
+  given->erase(path);
+  given->emplace(path, node);
+}
+
+std::string SectionExpectation(const std::string& section) {
+  return "expected a mapping with keys " + Join(ChildrenOf(section), ", ");
+}
+
+// Adds every key of the mapping `node` (the section `prefix`) to `given`.
+void Flatten(const YAML::Node& node, const std::string& prefix, const std::string& origin,
+             Given* given) {
+  std::set<std::string> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      Fail(origin + ": key " + Render(kv.first) + " under '" + prefix + "' is not a plain name");
+    }
+    std::string path = (prefix.empty() ? "" : prefix + ".") + kv.first.Scalar();
+    if (!seen.insert(path).second) Fail(origin + ": duplicate key '" + path + "'");
+    if (IsLeaf(path)) {
+      SetGiven(given, path, kv.second);
+    } else if (IsSection(path)) {
+      if (kv.second.IsNull()) continue;  // "model:" with nothing under it
+      if (!kv.second.IsMap())
+        Fail(path + " = " + Render(kv.second) + ": " + SectionExpectation(path));
+      Flatten(kv.second, path, origin, given);
+    } else {
+      FailUnknownKey(path);
+    }
+  }
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+YAML::Node ParseYaml(const std::string& text, const std::string& origin,
+                     std::vector<YAML::Node>* docs) {
+  try {
+    *docs = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    Fail(origin + ": not valid YAML: line " + std::to_string(e.mark.line + 1) + ", column " +
+         std::to_string(e.mark.column + 1) + ": " + e.msg);
+  } catch (const YAML::Exception& e) {
+    Fail(origin + ": not valid YAML: " + e.what());
+  }
+  if (docs->size() > 1) {
+    Fail(origin + ": holds " + std::to_string(docs->size()) + " YAML documents; expected one");
+  }
+  return docs->empty() ? YAML::Node() : docs->front();
+}
+
+void ApplyOverride(const std::string& override_text, Given* given) {
+  std::string origin = "--set '" + override_text + "'";
+  size_t eq = override_text.find('=');
+  if (eq == std::string::npos) Fail(origin + ": expected key.path=value");
+  std::string path = Trim(override_text.substr(0, eq));
+  if (path.empty()) Fail(origin + ": expected key.path=value (the key is empty)");
+  std::vector<YAML::Node> docs;
+  YAML::Node value = ParseYaml(override_text.substr(eq + 1), origin, &docs);
+  if (IsLeaf(path)) {
+    SetGiven(given, path, value);
+  } else if (IsSection(path) && !path.empty()) {
+    if (value.IsNull()) return;
+    if (!value.IsMap()) Fail(path + " = " + Render(value) + ": " + SectionExpectation(path));
+    Flatten(value, path, origin, given);
+  } else {
+    FailUnknownKey(path);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reading the Given map onto a Config.
+
+struct IntRange {
+  long long lo;
+  long long hi;  // INT_MAX: no upper bound
+  std::string Text() const {
+    if (hi == INT_MAX) return ">= " + std::to_string(lo);
+    if (hi == lo + 1) return std::to_string(lo) + " or " + std::to_string(hi);
+    return "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  }
+  bool Holds(long long v) const { return v >= lo && v <= hi; }
+};
+
+struct RealRange {
+  double lo;
+  bool lo_open;   // lo itself excluded
+  bool has_hi;    // otherwise unbounded above
+  double hi = 0;  // always excluded
+  std::string Text() const {
+    if (!has_hi) return (lo_open ? "> " : ">= ") + FormatDouble(lo);
+    return std::string(lo_open ? "in (" : "in [") + FormatDouble(lo) + ", " + FormatDouble(hi) +
+           ")";
+  }
+  bool Holds(double v) const { return (lo_open ? v > lo : v >= lo) && (!has_hi || v < hi); }
+};
+
+enum class Parsed { kOk, kBadType, kOverflow };
+
+// A plain scalar holding a base-10 integer.
+Parsed ParseInteger(const YAML::Node& node, long long* out) {
+  if (!IsPlainScalar(node)) return Parsed::kBadType;
+  const std::string& s = node.Scalar();
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return Parsed::kBadType;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (end != s.c_str() + s.size()) return Parsed::kBadType;
+  if (errno == ERANGE) return Parsed::kOverflow;
+  *out = v;
+  return Parsed::kOk;
+}
+
+// A plain scalar holding a finite decimal number (integers included).
+bool ParseReal(const YAML::Node& node, double* out) {
+  if (!IsPlainScalar(node)) return false;
+  const std::string& s = node.Scalar();
+  if (s.empty() || s.find_first_of("xXnN") != std::string::npos) return false;  // hex, inf, nan
+  if (std::isspace(static_cast<unsigned char>(s[0]))) return false;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+class Reader {
+ public:
+  explicit Reader(Given given) : given_(std::move(given)) {}
+
+  bool Has(const std::string& path) const { return given_.count(path) != 0; }
+  const YAML::Node& Node(const std::string& path) const { return given_.at(path); }
+
+  // The value as the user gave it, or `fallback` (the current value) if not given.
+  std::string Shown(const std::string& path, const std::string& fallback) const {
+    return Has(path) ? Render(Node(path)) : fallback;
+  }
+
+  [[noreturn]] void FailAt(const std::string& path, const std::string& fallback,
+                           const std::string& what) const {
+    Fail(path + " = " + Shown(path, fallback) + ": " + what);
+  }
+
+  void Int(const std::string& path, int* field, IntRange range) const {
+    if (!Has(path)) return;
+    long long v = 0;
+    Parsed p = ParseInteger(Node(path), &v);
+    if (p == Parsed::kBadType) FailAt(path, "", "expected an integer (" + range.Text() + ")");
+    if (p == Parsed::kOverflow || !range.Holds(v)) FailAt(path, "", "must be " + range.Text());
+    *field = static_cast<int>(v);
+  }
+
+  void UInt64(const std::string& path, uint64_t* field) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    const std::string what = "expected an integer in [0, 18446744073709551615]";
+    const std::string& s = node.Scalar();
+    if (!IsPlainScalar(node) || s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) {
+      FailAt(path, "", what);
+    }
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (end != s.c_str() + s.size() || errno == ERANGE) FailAt(path, "", what);
+    *field = static_cast<uint64_t>(v);
+  }
+
+  // `null_is` (if given) is the value a YAML null stands for.
+  void Real(const std::string& path, double* field, RealRange range,
+            const double* null_is = nullptr) const {
+    if (!Has(path)) return;
+    if (null_is && Node(path).IsNull()) {
+      *field = *null_is;
+      return;
+    }
+    double v = 0;
+    if (!ParseReal(Node(path), &v)) FailAt(path, "", "expected a number (" + range.Text() + ")");
+    if (!range.Holds(v)) FailAt(path, "", "must be " + range.Text());
+    *field = v;
+  }
+
+  void Enum(const std::string& path, std::string* field,
+            const std::vector<std::string>& choices) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    if (!node.IsScalar() || !Contains(choices, node.Scalar())) {
+      FailAt(path, "", "expected one of " + Join(choices, ", "));
+    }
+    *field = node.Scalar();
+  }
+
+  // Any string; null means empty.
+  void String(const std::string& path, std::string* field) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    if (node.IsNull()) {
+      field->clear();
+      return;
+    }
+    if (!node.IsScalar()) FailAt(path, "", "expected a string");
+    *field = node.Scalar();
+  }
+
+  void Device(const std::string& path, std::string* field) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    const std::string what = "expected cpu, cuda or cuda:N (N a device index)";
+    if (!node.IsScalar()) FailAt(path, "", what);
+    const std::string& s = node.Scalar();
+    bool ok = s == "cpu" || s == "cuda";
+    if (!ok && s.compare(0, 5, "cuda:") == 0) {
+      std::string index = s.substr(5);
+      ok = !index.empty() && index.size() <= 4 &&
+           std::all_of(index.begin(), index.end(),
+                       [](unsigned char c) { return std::isdigit(c) != 0; });
+    }
+    if (!ok) FailAt(path, "", what);
+    *field = s;
+  }
+
+  // A list of `min_count`..`max_count` integers each >= `min_value`.
+  void IntSeq(const std::string& path, std::vector<int>* field, size_t min_count, size_t max_count,
+              int min_value) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    const std::string what = "expected a list of " + std::to_string(min_count) + " to " +
+                             std::to_string(max_count) + " integers";
+    if (!node.IsSequence()) FailAt(path, "", what);
+    std::vector<int> values;
+    for (const auto& item : node) {
+      long long v = 0;
+      Parsed p = ParseInteger(item, &v);
+      if (p == Parsed::kBadType) FailAt(path, "", what);
+      if (p == Parsed::kOverflow || v < min_value || v > INT_MAX) {
+        FailAt(path, "", "every entry must be an integer >= " + std::to_string(min_value));
+      }
+      values.push_back(static_cast<int>(v));
+    }
+    if (values.size() < min_count || values.size() > max_count) {
+      FailAt(path, "",
+             "must have " + std::to_string(min_count) + " to " + std::to_string(max_count) +
+                 " entries (has " + std::to_string(values.size()) + ")");
+    }
+    *field = std::move(values);
+  }
+
+  // data.size: one integer for every axis, or exactly `dims` integers.
+  void SpatialSize(const std::string& path, std::vector<int>* field, int dims) const {
+    if (!Has(path)) {
+      // Not given: the default size on every axis.
+      field->assign(static_cast<size_t>(dims), field->empty() ? 64 : field->front());
+      return;
+    }
+    const YAML::Node& node = Node(path);
+    const std::string d = std::to_string(dims);
+    const std::string what =
+        "expected an integer (all axes) or a list of " + d + " integers (model.dims = " + d + ")";
+    const std::string entry_rule = "each spatial size must be an integer >= 1";
+    long long v = 0;
+    std::vector<int> values;
+    if (node.IsSequence()) {
+      for (const auto& item : node) {
+        Parsed p = ParseInteger(item, &v);
+        if (p == Parsed::kBadType) FailAt(path, "", what);
+        if (p == Parsed::kOverflow || v < 1 || v > INT_MAX) FailAt(path, "", entry_rule);
+        values.push_back(static_cast<int>(v));
+      }
+      if (values.size() != static_cast<size_t>(dims)) {
+        FailAt(path, "",
+               "must have model.dims = " + d + " entries (has " + std::to_string(values.size()) +
+                   "), or be one integer for all axes");
+      }
+    } else {
+      Parsed p = ParseInteger(node, &v);
+      if (p == Parsed::kBadType) FailAt(path, "", what);
+      if (p == Parsed::kOverflow || v < 1 || v > INT_MAX) FailAt(path, "", entry_rule);
+      values.assign(static_cast<size_t>(dims), static_cast<int>(v));
+    }
+    *field = std::move(values);
+  }
+
+ private:
+  Given given_;
+};
+
+// "nearest valid: a or b" for the multiples of `step` around `value`.
+std::string NearestMultiples(long long value, long long step) {
+  long long below = value / step * step;
+  long long above = below + step;
+  if (below < 1) return "nearest valid: " + std::to_string(above);
+  return "nearest valid: " + std::to_string(below) + " or " + std::to_string(above);
+}
+
+// "nearest valid: a or b" for the divisors of `n` around `value`.
+std::string NearestDivisors(long long value, long long n) {
+  long long below = 0;
+  long long above = 0;
+  auto consider = [&](long long d) {
+    if (d <= value && d > below) below = d;
+    if (d >= value && (above == 0 || d < above)) above = d;
+  };
+  for (long long d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    consider(d);
+    consider(n / d);
+  }
+  if (above == 0) return "nearest valid: " + std::to_string(below);
+  return "nearest valid: " + std::to_string(below) + " or " + std::to_string(above);
+}
+
+const IntRange kAtLeast0{0, INT_MAX};
+const IntRange kAtLeast1{1, INT_MAX};
+
+void ReadModel(const Reader& r, ModelConfig* m) {
+  r.Int("model.dims", &m->dims, {2, 3});
+  r.Int("model.in_channels", &m->in_channels, kAtLeast1);
+  r.Int("model.num_classes", &m->num_classes, {2, INT_MAX});
+  r.IntSeq("model.features", &m->features, 1, 8, 1);
+  r.Enum("model.norm", &m->norm, {"batch", "group", "instance"});
+  r.Int("model.groups", &m->groups, kAtLeast1);
+}
+
+void ReadData(const Reader& r, int dims, DataConfig* d) {
+  r.Enum("data.kind", &d->kind, {"synthetic", "folder"});
+  r.String("data.path", &d->path);
+  r.SpatialSize("data.size", &d->size, dims);
+  r.Int("data.samples", &d->samples, kAtLeast1);
+}
+
+void ReadTrain(const Reader& r, TrainConfig* t) {
+  const double zero = 0.0;
+  r.Int("train.batch_size", &t->batch_size, kAtLeast1);
+  r.Int("train.micro_batches", &t->micro_batches, kAtLeast1);
+  r.Int("train.steps", &t->steps, kAtLeast1);
+  r.Real("train.lr", &t->lr, {0.0, true, false});
+  r.Enum("train.optimizer", &t->optimizer, {"adam", "sgd"});
+  r.Real("train.momentum", &t->momentum, {0.0, false, true, 1.0});
+  r.Real("train.weight_decay", &t->weight_decay, {0.0, false, false});
+  r.Enum("train.lr_schedule", &t->lr_schedule, {"constant", "cosine"});
+  r.Int("train.warmup_steps", &t->warmup_steps, kAtLeast0);
+  r.Real("train.grad_clip", &t->grad_clip, {0.0, false, false}, &zero);
+  r.Enum("train.loss", &t->loss, {"ce", "ce_dice"});
+  r.Enum("train.precision", &t->precision, {"fp32", "bf16"});
+  r.UInt64("train.seed", &t->seed);
+  r.Int("train.threads", &t->threads, {1, 256});
+}
+
+void ReadCheckpoint(const Reader& r, CheckpointConfig* c) {
+  r.Int("checkpoint.every", &c->every, kAtLeast0);
+  r.Int("checkpoint.keep", &c->keep, kAtLeast1);
+}
+
+void ReadPipeline(const Reader& r, PipelineConfig* p) {
+  r.Enum("pipeline.transport", &p->transport, {"shm", "cuda_ipc", "gloo", "nccl"});
+  r.Enum("pipeline.activations", &p->activations, {"keep", "recompute"});
+  r.Enum("pipeline.schedule", &p->schedule, {"sequential", "gpipe", "1f1b"});
+  r.Enum("pipeline.lock", &p->lock, {"auto", "on", "off"});
+  r.Enum("pipeline.park", &p->park, {"auto", "always", "never"});
+  r.Real("pipeline.timeout_s", &p->timeout_s, {0.0, true, false});
+  r.Device("pipeline.stages.encoder.device", &p->encoder.device);
+  r.Int("pipeline.stages.encoder.node", &p->encoder.node, kAtLeast0);
+  r.Device("pipeline.stages.decoder.device", &p->decoder.device);
+  r.Int("pipeline.stages.decoder.node", &p->decoder.node, kAtLeast0);
+}
+
+// The rules that tie several keys together.
+void CheckConsistency(const Reader& r, const Config& c) {
+  const ModelConfig& m = c.model;
+  if (m.norm == "group") {
+    long long g = 2LL * m.features.back();
+    for (int f : m.features) g = std::gcd(g, static_cast<long long>(f));
+    if (g % m.groups != 0) {
+      r.FailAt("model.groups", std::to_string(m.groups),
+               "must divide every model.features entry " + IntList(m.features) + " and 2*" +
+                   std::to_string(m.features.back()) + " when model.norm = group; " +
+                   NearestDivisors(m.groups, g));
+    }
+  }
+
+  if (c.data.kind == "folder" && c.data.path.empty()) {
+    r.FailAt("data.path", Quote(c.data.path), "must name the dataset root when data.kind = folder");
+  }
+  const int levels = static_cast<int>(m.features.size());
+  const int factor = 1 << levels;
+  for (int s : c.data.size) {
+    if (s % factor != 0) {
+      r.FailAt("data.size", IntList(c.data.size),
+               "each spatial size must be divisible by 2^levels = " + std::to_string(factor) +
+                   " (model.features has " + std::to_string(levels) + " levels); " +
+                   NearestMultiples(s, factor));
+    }
+  }
+
+  const TrainConfig& t = c.train;
+  if (t.micro_batches > t.batch_size) {
+    r.FailAt("train.micro_batches", std::to_string(t.micro_batches),
+             "must be <= train.batch_size (" + std::to_string(t.batch_size) + ")");
+  }
+  if (t.batch_size % t.micro_batches != 0) {
+    r.FailAt("train.batch_size", std::to_string(t.batch_size),
+             "must be divisible by train.micro_batches (" + std::to_string(t.micro_batches) +
+                 "); " + NearestMultiples(t.batch_size, t.micro_batches));
+  }
+  if (t.warmup_steps >= t.steps) {
+    r.FailAt("train.warmup_steps", std::to_string(t.warmup_steps),
+             "must be < train.steps (" + std::to_string(t.steps) + ")");
+  }
+
+  const PipelineConfig& p = c.pipeline;
+  if (p.lock == "on" && p.schedule != "sequential") {
+    r.FailAt("pipeline.lock", Quote(p.lock),
+             "cannot be on with pipeline.schedule = " + p.schedule +
+                 " (overlapped schedules need the lock off or stages on different devices); "
+                 "set pipeline.lock to auto or off, or pipeline.schedule to sequential");
+  }
+}
+
+Config Resolve(const YAML::Node* root, const std::string& origin,
+               const std::vector<std::string>& overrides) {
+  Given given;
+  if (root) Flatten(*root, "", origin, &given);
+  for (const auto& o : overrides) ApplyOverride(o, &given);
+
+  Reader reader(std::move(given));
+  Config c;
+  ReadModel(reader, &c.model);
+  ReadData(reader, c.model.dims, &c.data);
+  ReadTrain(reader, &c.train);
+  ReadCheckpoint(reader, &c.checkpoint);
+  ReadPipeline(reader, &c.pipeline);
+  CheckConsistency(reader, c);
+  return c;
+}
+
+}  // namespace
+
+Config LoadConfigFromString(const std::string& yaml_text, const std::string& origin,
+                            const std::vector<std::string>& overrides) {
+  std::vector<YAML::Node> docs;
+  YAML::Node root = ParseYaml(yaml_text, origin, &docs);
+  const std::string expected = "expected a mapping with keys " + Join(ChildrenOf(""), ", ");
+  if (!root.IsDefined() || root.IsNull()) {
+    Fail(origin + ": empty (no keys); " + expected + ", or {} for all defaults");
+  }
+  if (!root.IsMap()) {
+    Fail(origin + ": top level is " + (root.IsSequence() ? "a list" : "a scalar") + "; " +
+         expected);
+  }
+  return Resolve(&root, origin, overrides);
+}
+
+Config LoadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return Resolve(nullptr, "", overrides);
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) Fail("cannot read '" + path + "': " + std::strerror(errno));
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) text.append(buf, n);
+  int read_errno = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (read_errno != 0) Fail("cannot read '" + path + "': " + std::strerror(read_errno));
+  return LoadConfigFromString(text, path, overrides);
+}
+
+std::string DumpConfig(const Config& c) {
+  std::string out;
+  auto line = [&out](int indent, const std::string& key, const std::string& value) {
+    out += std::string(static_cast<size_t>(indent), ' ') + key + ":" +
+           (value.empty() ? "" : " " + value) + "\n";
+  };
+  auto num = [](long long v) { return std::to_string(v); };
+
+  line(0, "model", "");
+  line(2, "dims", num(c.model.dims));
+  line(2, "in_channels", num(c.model.in_channels));
+  line(2, "num_classes", num(c.model.num_classes));
+  line(2, "features", IntList(c.model.features));
+  line(2, "norm", Quote(c.model.norm));
+  line(2, "groups", num(c.model.groups));
+
+  line(0, "data", "");
+  line(2, "kind", Quote(c.data.kind));
+  line(2, "path", Quote(c.data.path));
+  line(2, "size", IntList(c.data.size));
+  line(2, "samples", num(c.data.samples));
+
+  const TrainConfig& t = c.train;
+  line(0, "train", "");
+  line(2, "batch_size", num(t.batch_size));
+  line(2, "micro_batches", num(t.micro_batches));
+  line(2, "steps", num(t.steps));
+  line(2, "lr", FormatDouble(t.lr));
+  line(2, "optimizer", Quote(t.optimizer));
+  line(2, "momentum", FormatDouble(t.momentum));
+  line(2, "weight_decay", FormatDouble(t.weight_decay));
+  line(2, "lr_schedule", Quote(t.lr_schedule));
+  line(2, "warmup_steps", num(t.warmup_steps));
+  line(2, "grad_clip", FormatDouble(t.grad_clip));
+  line(2, "loss", Quote(t.loss));
+  line(2, "precision", Quote(t.precision));
+  line(2, "seed", std::to_string(t.seed));
+  line(2, "threads", num(t.threads));
+
+  line(0, "checkpoint", "");
+  line(2, "every", num(c.checkpoint.every));
+  line(2, "keep", num(c.checkpoint.keep));
+
+  const PipelineConfig& p = c.pipeline;
+  line(0, "pipeline", "");
+  line(2, "transport", Quote(p.transport));
+  line(2, "activations", Quote(p.activations));
+  line(2, "schedule", Quote(p.schedule));
+  line(2, "lock", Quote(p.lock));
+  line(2, "park", Quote(p.park));
+  line(2, "timeout_s", FormatDouble(p.timeout_s));
+  line(2, "stages", "");
+  line(4, "encoder", "");
+  line(6, "device", Quote(p.encoder.device));
+  line(6, "node", num(p.encoder.node));
+  line(4, "decoder", "");
+  line(6, "device", Quote(p.decoder.device));
+  line(6, "node", num(p.decoder.node));
+  return out;
+}
+
+}  // namespace up

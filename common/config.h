@@ -1,0 +1,94 @@
+// The run configuration: one YAML file, plus `--set key.path=value` overrides.
+//
+// LoadConfig() merges, in order: the built-in defaults, the YAML file, then each
+// override (its value parsed as YAML, so `--set model.features=[8,16,32]`
+// works). It then validates everything at once and throws up::UsageError with
+// one line naming the key path, the value and what is expected (unknown keys
+// with a "did you mean" hint, wrong types, out-of-range and inconsistent
+// values with the nearest valid ones). A Config that exists is valid.
+//
+// Torch-free on purpose: the launcher validates before it starts any process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace up {
+
+struct ModelConfig {
+  int dims = 2;                              // 2 or 3
+  int in_channels = 4;                       // >= 1
+  int num_classes = 3;                       // >= 2
+  std::vector<int> features{8, 16, 32, 64};  // channels per level, 1..8 levels, each >= 1
+  std::string norm = "batch";                // batch | group | instance
+  int groups = 8;  // model.groups: GroupNorm groups; must divide every width
+};
+
+struct DataConfig {
+  std::string kind = "synthetic";  // synthetic | folder
+  std::string path;                // folder: the dataset root (required when kind=folder)
+  std::vector<int> size{64, 64};   // spatial size, `dims` entries (a scalar in YAML means all axes)
+  int samples = 256;               // synthetic: number of distinct samples (>= 1)
+};
+
+struct TrainConfig {
+  int batch_size = 8;                    // >= 1
+  int micro_batches = 2;                 // >= 1, divides batch_size
+  int steps = 20;                        // >= 1 optimizer steps
+  double lr = 1e-3;                      // > 0
+  std::string optimizer = "adam";        // adam | sgd
+  double momentum = 0.9;                 // sgd only, [0, 1)
+  double weight_decay = 0.0;             // >= 0
+  std::string lr_schedule = "constant";  // constant | cosine
+  int warmup_steps = 0;                  // >= 0, < steps
+  double grad_clip = 0.0;                // max global grad norm; 0 = off
+  std::string loss = "ce";               // ce | ce_dice
+  std::string precision = "fp32";        // fp32 | bf16
+  uint64_t seed = 0;                     // any
+  int threads = 1;                       // >= 1, torch intra-op threads per process
+};
+
+struct CheckpointConfig {
+  int every = 0;  // save every N steps (0 = only at the end); >= 0
+  int keep = 3;   // newest checkpoints kept; >= 1
+};
+
+struct StagePlacement {
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  int node = 0;                // node rank that runs the stage, >= 0
+};
+
+struct PipelineConfig {
+  std::string transport = "shm";        // shm | cuda_ipc | gloo | nccl
+  std::string activations = "keep";     // keep | recompute
+  std::string schedule = "sequential";  // sequential | gpipe | 1f1b
+  std::string lock = "auto";            // auto | on | off
+  std::string park = "auto";            // auto | always | never
+  double timeout_s = 120.0;             // every wait's limit, > 0
+  StagePlacement encoder{"cpu", 0};
+  StagePlacement decoder{"cpu", 0};
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  PipelineConfig pipeline;
+};
+
+// Loads `path` (may be empty: defaults only) and applies `overrides`, each
+// "a.b.c=value". Throws up::UsageError on any problem.
+Config LoadConfig(const std::string& path, const std::vector<std::string>& overrides);
+
+// Same, from YAML text already in memory (tests, and configs carried in a
+// checkpoint). `origin` names the source in error messages.
+Config LoadConfigFromString(const std::string& yaml_text, const std::string& origin,
+                            const std::vector<std::string>& overrides);
+
+// The resolved config as YAML, every key present, in a fixed order: written to
+// the run folder, hashed for the stage handshake, loadable by LoadConfig.
+std::string DumpConfig(const Config& config);
+
+}  // namespace up

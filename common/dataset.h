@@ -1,0 +1,79 @@
+// Training data: a deterministic synthetic segmentation set and a folder of
+// 2-D image/mask PNG pairs, plus the fixed sample order both trainers share.
+//
+// Every process that needs a micro-batch (the encoder its images, the decoder
+// its masks, the reference trainer both) computes it from (seed, step,
+// micro-batch) alone, so no data crosses the process boundary and the
+// pipeline sees exactly the batches of single-process training.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+
+namespace up {
+
+struct Sample {
+  torch::Tensor image;  // (C, *S) float32
+  torch::Tensor mask;   // (*S) int64, values in [0, num_classes)
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Sample Get(int64_t index) const = 0;  // 0 <= index < size()
+};
+
+// Shapes of several classes (disc/ball, square/cube, diamond) on noise; each
+// class raises the channels by its own pattern, so a U-Net can learn it.
+// Sample i depends only on (seed, i).
+class SyntheticDataset : public Dataset {
+ public:
+  SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed);
+  int64_t size() const override { return samples_; }
+  Sample Get(int64_t index) const override;
+
+ private:
+  ModelConfig model_;
+  std::vector<int> size_;
+  int64_t samples_;
+  uint64_t seed_;
+};
+
+// DIR/images/NAME.png with DIR/masks/NAME.png (8-bit class indices). Images
+// have 1-4 channels, must match model.in_channels and data.size. Files are
+// listed and checked (existence, pairing) up front; pixels are read on Get.
+class FolderDataset : public Dataset {
+ public:
+  FolderDataset(const ModelConfig& model, const DataConfig& data);
+  int64_t size() const override { return static_cast<int64_t>(names_.size()); }
+  Sample Get(int64_t index) const override;
+
+ private:
+  ModelConfig model_;
+  std::string root_;
+  std::vector<int> size_;
+  std::vector<std::string> names_;
+};
+
+std::unique_ptr<Dataset> MakeDataset(const Config& config);
+
+// The micro-batch `micro_batch` of optimizer step `step`: samples
+// step*B + micro_batch*n + j (j < n = B / micro_batches) of an endless stream
+// that visits the dataset in a fresh seeded permutation each epoch.
+struct MicroBatch {
+  torch::Tensor images;  // (n, C, *S) float32
+  torch::Tensor masks;   // (n, *S) int64
+};
+MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t step, int micro_batch);
+
+// Index of the `position`-th sample of the stream (exposed for tests).
+int64_t SampleIndex(int64_t dataset_size, uint64_t seed, int64_t position);
+
+}  // namespace up

@@ -1,0 +1,20 @@
+// Durable file-system helpers: whole-file atomic writes (temporary name,
+// fsync, rename, fsync of the directory) and fsync of existing paths.
+// Failures are up::RuntimeError naming the path and the OS reason.
+#pragma once
+
+#include <string>
+
+namespace up {
+
+// Writes `bytes` to `path` so that a crash leaves either the old file or the
+// whole new one, never a torn one.
+void WriteFileAtomic(const std::string& path, const std::string& bytes);
+
+// Reads a whole file; throws UsageError when it cannot be read.
+std::string ReadFile(const std::string& path);
+
+// fsync() of a file or directory (directories make renames durable).
+void FsyncPath(const std::string& path);
+
+}  // namespace up

@@ -1,0 +1,27 @@
+// 8-bit PNG files in and out, through Debian's libpng.
+//
+// Torch-free: images are plain interleaved byte buffers. Errors are
+// up::UsageError naming the file (a bad input file is something the user fixes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace up {
+
+struct PngImage {
+  int width = 0;
+  int height = 0;
+  int channels = 0;             // 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
+  std::vector<uint8_t> pixels;  // (height, width, channels), row-major
+};
+
+// Reads any PNG, converting palette and sub-byte greys to 8 bits and 16-bit
+// samples down to 8; keeps the file's channel count.
+PngImage ReadPng(const std::string& path);
+
+// Writes 8-bit grey/GA/RGB/RGBA atomically enough for outputs (temp + rename).
+void WritePng(const std::string& path, const PngImage& image);
+
+}  // namespace up

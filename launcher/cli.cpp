@@ -1,0 +1,141 @@
+// See cli.h.
+#include "launcher/cli.h"
+
+#include <torch/torch.h>
+
+#include <ctime>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "common/checkpoint.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/run_dir.h"
+#include "launcher/single_process.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: unet-pipeline <command> [options]\n"
+    "commands:\n"
+    "  train     train a U-Net (the pipeline, or --single-process)\n"
+    "  --version versions and what this build supports\n"
+    "run `unet-pipeline <command> --help` for a command's options";
+
+int Version() {
+  std::cout << "unet-pipeline 0.1.0\n"
+            << "LibTorch " << TORCH_VERSION << "\n"
+            << "CUDA support built: "
+            << (torch::cuda::is_available() || at::hasCUDA() ? "yes" : "no") << "\n"
+            << "CUDA devices visible: " << torch::cuda::device_count() << "\n";
+  return 0;
+}
+
+std::string DefaultOut(const std::string& config_path) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  const std::string stem = config_path.empty() ? "run" : fs::path(config_path).stem().string();
+  return (fs::path("runs") / (stem + "-" + stamp)).string();
+}
+
+int Train(int argc, char** argv) {
+  cxxopts::Options options("unet-pipeline train",
+                           "Train a U-Net split into encoder and decoder stages.");
+  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
+      "set", "override a key: --set key.path=value (repeatable)",
+      cxxopts::value<std::vector<std::string>>())(
+      "out", "run folder (default runs/<config>-<time>)", cxxopts::value<std::string>())(
+      "resume", "continue the run in this folder from its newest checkpoint",
+      cxxopts::value<std::string>())("single-process",
+                                     "train the whole U-Net in this process (the reference)")(
+      "v,verbose", "more log output")("q,quiet", "only warnings and errors")("h,help", "this help");
+  cxxopts::ParseResult args;
+  try {
+    args = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; see `unet-pipeline train --help`");
+  }
+  if (args.count("help")) {
+    std::cout << options.help() << std::endl;
+    return 0;
+  }
+  InitLogging("launcher", args.count("quiet")     ? LogLevel::kWarn
+                          : args.count("verbose") ? LogLevel::kDebug
+                                                  : LogLevel::kInfo);
+  const std::vector<std::string> overrides =
+      args.count("set") ? args["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (!args.unmatched().empty())
+    throw UsageError("unexpected argument '" + args.unmatched()[0] + "'");
+
+  Config config;
+  std::optional<CheckpointRef> resume;
+  std::optional<RunDir> run;
+  if (args.count("resume")) {
+    if (args.count("config") || args.count("out")) {
+      throw UsageError(
+          "--resume DIR takes the config and run folder from DIR; drop --config/--out");
+    }
+    const std::string dir = args["resume"].as<std::string>();
+    config = RunDir::LoadConfigOf(dir, overrides);
+    resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
+    if (!resume)
+      throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
+    if (resume->step > config.train.steps) {
+      throw UsageError("--resume " + dir + ": the newest checkpoint is at step " +
+                       std::to_string(resume->step) + " but train.steps = " +
+                       std::to_string(config.train.steps) + "; raise it with --set train.steps=N");
+    }
+    run.emplace(RunDir::Reopen(dir, config, resume->step));
+  } else {
+    if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
+    const std::string path = args["config"].as<std::string>();
+    config = LoadConfig(path, overrides);
+    run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
+                               config));
+  }
+  torch::set_num_threads(config.train.threads);
+  LogInfo(Str("run folder ", run->path()));
+
+  if (!args.count("single-process")) {
+    throw UsageError("the multi-process pipeline is not built yet; pass --single-process");
+  }
+  const TrainSummary s = RunSingleProcess(config, *run, resume);
+  LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
+              " samples/s, param_digest ", s.param_digest));
+  return 0;
+}
+
+}  // namespace
+
+int LauncherMain(int argc, char** argv) {
+  try {
+    if (argc < 2) {
+      std::cerr << kUsage << std::endl;
+      return 2;
+    }
+    const std::string command = argv[1];
+    if (command == "--version" || command == "version") return Version();
+    if (command == "-h" || command == "--help") {
+      std::cout << kUsage << std::endl;
+      return 0;
+    }
+    if (command == "train") return Train(argc - 1, argv + 1);
+    throw UsageError("unknown command '" + command + "'; commands: train, --version");
+  } catch (const Error& e) {
+    std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "unet-pipeline: error: " << e.what_without_backtrace() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace up

@@ -1,0 +1,111 @@
+// See single_process.h.
+#include "launcher/single_process.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "common/dataset.h"
+#include "common/digest.h"
+#include "common/json_writer.h"
+#include "common/logging.h"
+#include "common/loss.h"
+#include "common/proc_stats.h"
+#include "common/stage_optimizer.h"
+#include "common/unet.h"
+#include "launcher/progress.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+TrainSummary RunSingleProcess(const Config& config, RunDir& run,
+                              const std::optional<CheckpointRef>& resume) {
+  const TrainConfig& t = config.train;
+  UNet model(config.model, t.seed);
+  model->train();
+  StageOptimizer enc_opt(*model->encoder, t);
+  StageOptimizer dec_opt(*model->decoder, t);
+  auto data = MakeDataset(config);
+
+  int64_t start = 0;
+  if (resume) {
+    start = LoadStageFile((fs::path(resume->dir) / "encoder.pt").string(), *model->encoder,
+                          enc_opt.optimizer());
+    LoadStageFile((fs::path(resume->dir) / "decoder.pt").string(), *model->decoder,
+                  dec_opt.optimizer());
+    LogInfo(Str("resuming from ", resume->dir, " at step ", start));
+  }
+
+  Progress progress("single-process", t.steps);
+  TrainSummary summary;
+  const auto wall_start = Clock::now();
+  for (int64_t step = start; step < t.steps; ++step) {
+    const auto step_start = Clock::now();
+    enc_opt.BeginStep(step);
+    dec_opt.BeginStep(step);
+    DiceCounter dice(config.model.num_classes);
+    double loss_sum = 0;
+    for (int mb = 0; mb < t.micro_batches; ++mb) {
+      MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
+      torch::Tensor logits = model->forward(batch.images);  // (n, K, *S)
+      torch::Tensor loss = SegmentationLoss(logits, batch.masks, t.loss) / t.micro_batches;
+      loss.backward();
+      loss_sum += loss.item<double>();
+      dice.Add(logits, batch.masks);
+    }
+    torch::Tensor norms =
+        torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P_enc + P_dec,)
+    enc_opt.Step(norms);
+    dec_opt.Step(norms);
+    const double step_s = Seconds(step_start, Clock::now());
+
+    JsonWriter line;
+    line.Field("step", step + 1)
+        .Field("loss", loss_sum)
+        .Field("dice", dice.Mean())
+        .Field("lr", ScheduledLr(t, step))
+        .Field("step_s", step_s)
+        .Field("samples_per_s", t.batch_size / step_s);
+    run.AppendMetrics(line.str());
+    progress.Step(step + 1, loss_sum, dice.Mean(), t.batch_size / step_s);
+    summary.final_loss = loss_sum;
+
+    const bool last = step + 1 == t.steps;
+    if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
+      const std::string staging = BeginCheckpoint(run.path(), step + 1);
+      SaveStageFile((fs::path(staging) / "encoder.pt").string(), *model->encoder,
+                    enc_opt.optimizer(), step + 1);
+      SaveStageFile((fs::path(staging) / "decoder.pt").string(), *model->decoder,
+                    dec_opt.optimizer(), step + 1);
+      CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
+    }
+  }
+  summary.steps = t.steps;
+  summary.wall_s = Seconds(wall_start, Clock::now());
+  summary.samples_per_s =
+      summary.wall_s > 0 ? (t.steps - start) * t.batch_size / summary.wall_s : 0;
+  summary.param_digest = ParamDigest(NamedState(*model->encoder), NamedState(*model->decoder));
+
+  JsonWriter rss;
+  rss.Field("trainer", PeakRssBytes());
+  JsonWriter out;
+  out.Field("mode", "single-process")
+      .Field("steps", summary.steps)
+      .Field("final_loss", summary.final_loss)
+      .Field("wall_s", summary.wall_s)
+      .Field("samples_per_s", summary.samples_per_s)
+      .Raw("peak_rss_bytes", rss.str())
+      .Field("param_digest", summary.param_digest);
+  run.WriteSummary(out.str());
+  return summary;
+}
+
+}  // namespace up

@@ -1,0 +1,30 @@
+// The reference trainer: the whole U-Net in one process, with the gradient
+// accumulation the pipeline uses (the batch split into micro-batches, each
+// loss scaled by 1/micro_batches, one optimizer step per batch, the encoder's
+// and decoder's optimizers kept apart exactly as the two stages keep them).
+// The pipeline must reproduce its `param_digest` bit for bit on CPU.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/checkpoint.h"
+#include "common/config.h"
+#include "common/run_dir.h"
+
+namespace up {
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_loss = 0;
+  double wall_s = 0;
+  double samples_per_s = 0;
+  std::string param_digest;
+};
+
+// Trains from `resume` (or from scratch) to config.train.steps, writing
+// metrics, checkpoints and summary.json into `run`.
+TrainSummary RunSingleProcess(const Config& config, RunDir& run,
+                              const std::optional<CheckpointRef>& resume);
+
+}  // namespace up

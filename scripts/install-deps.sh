@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything unet-pipeline needs on Debian 12, idempotently:
+#   - Debian packages (compiler, CMake, Boost, cxxopts, spdlog, yaml-cpp,
+#     GoogleTest, libpng, Gloo headers, ccache), running `apt-get update` only
+#     when a package is missing;
+#   - the pinned PyPI `torch` wheel (its LibTorch is what we build against)
+#     into the project's .venv/.
+# Set UP_SKIP_TORCH=1 to skip the wheel (e.g. when Torch_DIR points elsewhere).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION="${UP_TORCH_VERSION:-2.15.0}"
+APT_PACKAGES=(
+  build-essential cmake ccache pkg-config git
+  python3 python3-venv python3-pip
+  libboost-dev libcxxopts-dev libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  libpng-dev zlib1g-dev libgloo-dev
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  echo "install-deps: warning: no CUDA toolkit found (expected /usr/local/cuda); the CUDA build of LibTorch needs its headers to compile" >&2
+fi
+
+if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
+  if [ ! -x .venv/bin/python ]; then
+    echo "install-deps: creating .venv"
+    python3 -m venv .venv
+  fi
+  if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '${TORCH_VERSION}' else 1)" 2>/dev/null; then
+    echo "install-deps: installing torch==${TORCH_VERSION} into .venv (large download, once)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
+  fi
+fi
+echo "install-deps: ok"

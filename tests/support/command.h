@@ -1,0 +1,40 @@
+// Test support: run a real program, capture its output and exit status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace up::test {
+
+struct CommandResult {
+  int exit_code = -1;  // exit code, or 128 + signal
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs argv[0] with the arguments, waits at most `timeout_s` (then kills it
+// and reports exit code -1 with "TIMEOUT" appended to the output).
+CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s = 300);
+
+// A fresh empty directory under /tmp, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Path of a built binary (bin/<name>) and of a source file.
+std::string BinPath(const std::string& name);
+std::string SourcePath(const std::string& relative);
+
+// Whole file as a string ("" if missing); one JSON field's raw value.
+std::string Slurp(const std::string& path);
+std::string JsonField(const std::string& json, const std::string& key);
+
+}  // namespace up::test
