@@ -76,6 +76,19 @@ BoundarySpec BoundaryShapes(const ModelConfig& model, const std::vector<int>& si
   return spec;
 }
 
+std::string BoundarySignature(const Config& config) {
+  const BoundarySpec spec = BoundaryShapes(config.model, config.data.size,
+                                           config.train.batch_size / config.train.micro_batches);
+  std::string out;
+  for (size_t i = 0; i < spec.names.size(); ++i) {
+    out += (i ? " " : "") + spec.names[i] + ":";
+    for (size_t d = 0; d < spec.shapes[i].size(); ++d)
+      out += (d ? "x" : "") + std::to_string(spec.shapes[i][d]);
+    out += ":f32";
+  }
+  return out;
+}
+
 UNetEncoderImpl::UNetEncoderImpl(const ModelConfig& c, uint64_t seed) : dims_(c.dims) {
   torch::manual_seed(seed);
   int in = c.in_channels;

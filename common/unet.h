@@ -37,6 +37,11 @@ struct BoundarySpec {
 };
 BoundarySpec BoundaryShapes(const ModelConfig& model, const std::vector<int>& size, int64_t n);
 
+// One line naming every boundary tensor with its shape and dtype for a
+// micro-batch of `config`, e.g. "bottleneck:2x128x4x4:f32 skip0:...": both
+// stages and the launcher compare it in the handshake.
+std::string BoundarySignature(const Config& config);
+
 // The seeds each half is built from; distinct so the halves differ.
 uint64_t EncoderInitSeed(uint64_t seed);
 uint64_t DecoderInitSeed(uint64_t seed);

@@ -12,6 +12,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/run_dir.h"
+#include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 
 namespace up {
@@ -101,10 +102,8 @@ int Train(int argc, char** argv) {
   torch::set_num_threads(config.train.threads);
   LogInfo(Str("run folder ", run->path()));
 
-  if (!args.count("single-process")) {
-    throw UsageError("the multi-process pipeline is not built yet; pass --single-process");
-  }
-  const TrainSummary s = RunSingleProcess(config, *run, resume);
+  const TrainSummary s = args.count("single-process") ? RunSingleProcess(config, *run, resume)
+                                                      : RunPipeline(config, *run, resume);
   LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
               " samples/s, param_digest ", s.param_digest));
   return 0;

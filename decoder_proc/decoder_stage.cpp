@@ -1,0 +1,127 @@
+// See decoder_stage.h.
+#include "decoder_proc/decoder_stage.h"
+
+#include <chrono>
+
+#include "common/checkpoint.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/loss.h"
+
+namespace up {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ipc::Deadline After(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+DecoderStage::DecoderStage(const Config& config, ipc::TensorSender& to_encoder,
+                           ipc::TensorReceiver& from_encoder)
+    : config_(config),
+      to_encoder_(to_encoder),
+      from_encoder_(from_encoder),
+      model_(config.model, DecoderInitSeed(config.train.seed)),
+      optimizer_(*model_, config.train),
+      data_(MakeDataset(config)),
+      spec_(BoundaryShapes(config.model, config.data.size,
+                           config.train.batch_size / config.train.micro_batches)) {
+  model_->train();
+}
+
+std::string DecoderStage::BoundarySignature() const { return up::BoundarySignature(config_); }
+
+ipc::TurnReport DecoderStage::RunTurn(const ipc::TurnRequest& turn) {
+  const auto start = Clock::now();
+  if (turn.step != step_) {
+    optimizer_.BeginStep(turn.step);
+    step_ = turn.step;
+    backward_done_ = 0;
+  }
+  ipc::TurnReport report;
+  report.step = turn.step;
+  std::vector<int64_t> dice;
+  for (const ipc::Action& a : turn.actions) {
+    switch (a.op) {
+      case ipc::Op::kForwardBackward:
+        report.loss += ForwardBackward(turn.step, a.micro_batch, &dice);
+        if (++backward_done_ == config_.train.micro_batches) {
+          torch::Tensor n = optimizer_.GradNorms();
+          report.norms.assign(n.data_ptr<float>(), n.data_ptr<float>() + n.numel());
+        }
+        break;
+      case ipc::Op::kStep: {
+        torch::Tensor own = optimizer_.GradNorms();                            // (P_dec,)
+        torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_enc,)
+        optimizer_.Step(optimizer_.needs_global_norms() ? torch::cat({peer, own})
+                                                        : own);  // encoder first
+        break;
+      }
+      default:
+        throw RuntimeError("decoder: action " + ipc::ActionName(a) + " is not a decoder action");
+    }
+  }
+  report.dice_counts = dice;
+  report.busy_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
+  ipc::TensorMessage in = from_encoder_.Receive(After(config_.pipeline.timeout_s));
+  if (in.meta.step != static_cast<uint64_t>(step) ||
+      in.meta.micro_batch != static_cast<uint32_t>(mb) ||
+      in.meta.direction != ipc::Direction::kForward || in.tensors.size() != spec_.names.size()) {
+    throw RuntimeError("decoder: expected the boundary of step " + std::to_string(step) +
+                       " micro-batch " + std::to_string(mb) + ", got step " +
+                       std::to_string(in.meta.step) + " micro-batch " +
+                       std::to_string(in.meta.micro_batch) + " with " +
+                       std::to_string(in.tensors.size()) + " tensors");
+  }
+  Boundary b;
+  for (size_t i = 0; i < in.tensors.size(); ++i) {
+    const torch::Tensor& t = in.tensors[i].tensor;
+    if (in.tensors[i].name != spec_.names[i] || t.sizes().vec() != spec_.shapes[i]) {
+      throw RuntimeError("decoder: boundary tensor " + std::to_string(i) + " is '" +
+                         in.tensors[i].name + "' " + c10::str(t.sizes()) + ", expected '" +
+                         spec_.names[i] + "' " + c10::str(spec_.shapes[i]));
+    }
+    t.requires_grad_(true);  // a leaf viewing the ring's slot
+    (i == 0 ? b.bottleneck : b.skips.emplace_back()) = t;
+  }
+  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
+  torch::Tensor logits = model_->forward(b);  // (n, K, *S)
+  torch::Tensor loss =
+      SegmentationLoss(logits, batch.masks, config_.train.loss) / config_.train.micro_batches;
+  loss.backward();
+
+  std::vector<ipc::NamedTensor> grads;
+  for (size_t i = 0; i < in.tensors.size(); ++i) {
+    const torch::Tensor& leaf = i == 0 ? b.bottleneck : b.skips[i - 1];
+    grads.push_back({in.tensors[i].name, leaf.grad()});
+  }
+  to_encoder_.Send(
+      {static_cast<uint64_t>(step), static_cast<uint32_t>(mb), ipc::Direction::kBackward}, grads,
+      After(config_.pipeline.timeout_s));
+  from_encoder_.Release(in);
+
+  DiceCounter dice(config_.model.num_classes);
+  dice.Add(logits, batch.masks);
+  if (dice_counts->empty()) dice_counts->assign(dice.counts().size(), 0);
+  for (size_t i = 0; i < dice.counts().size(); ++i) (*dice_counts)[i] += dice.counts()[i];
+  return loss.item<double>();
+}
+
+void DecoderStage::Save(const ipc::SaveRequest& request) {
+  SaveStageFile(request.path, *model_, optimizer_.optimizer(), request.step);
+}
+
+void DecoderStage::Load(const std::string& path) {
+  const int64_t step = LoadStageFile(path, *model_, optimizer_.optimizer());
+  LogInfo(Str("resumed from ", path, " at step ", step));
+}
+
+}  // namespace up

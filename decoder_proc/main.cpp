@@ -1,0 +1,8 @@
+// decoder_proc: the decoder stage as a process. Started by `unet-pipeline`.
+#include "decoder_proc/decoder_stage.h"
+
+int main(int argc, char** argv) {
+  return up::ipc::StageMain(argc, argv, "decoder", [](const up::ipc::StageContext& ctx) {
+    return std::make_unique<up::DecoderStage>(ctx.config, *ctx.sender, *ctx.receiver);
+  });
+}

@@ -1,0 +1,51 @@
+// The encoder stage: the U-Net's levels down and bottleneck, its optimizer,
+// and the actions the launcher asks of it.
+//
+//   F(m): load micro-batch m's images, forward, keep the boundary tensors
+//         (and their graph) until B(m), copy them into the forward ring.
+//   B(m): receive the gradients of the boundary tensors, run autograd from
+//         the kept boundary with them. A skip tensor also feeds the next level
+//         down, so autograd sums both gradients exactly as in one process.
+//   S:    clip with the global norm (this stage's norms, then the decoder's)
+//         and step.
+// A library first, so tests can run it in-process; main.cpp only starts it.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "common/dataset.h"
+#include "common/stage_optimizer.h"
+#include "common/unet.h"
+#include "ipc/stage_worker.h"
+
+namespace up {
+
+class EncoderStage : public ipc::StageWorker {
+ public:
+  EncoderStage(const Config& config, ipc::TensorSender& to_decoder,
+               ipc::TensorReceiver& from_decoder);
+
+  std::string BoundarySignature() const override;
+  ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) override;
+  void Save(const ipc::SaveRequest& request) override;
+  void Load(const std::string& path) override;
+
+  UNetEncoder& model() { return model_; }
+
+ private:
+  void Forward(int64_t step, int micro_batch);
+  void Backward(int64_t step, int micro_batch);
+
+  Config config_;
+  ipc::TensorSender& to_decoder_;
+  ipc::TensorReceiver& from_decoder_;
+  UNetEncoder model_;
+  StageOptimizer optimizer_;
+  std::unique_ptr<Dataset> data_;
+  std::map<int, Boundary> kept_;  // forwarded, waiting for their backward
+  int64_t step_ = -1;             // the step whose gradients are accumulating
+  int backward_done_ = 0;
+};
+
+}  // namespace up

@@ -1,0 +1,8 @@
+// encoder_proc: the encoder stage as a process. Started by `unet-pipeline`.
+#include "encoder_proc/encoder_stage.h"
+
+int main(int argc, char** argv) {
+  return up::ipc::StageMain(argc, argv, "encoder", [](const up::ipc::StageContext& ctx) {
+    return std::make_unique<up::EncoderStage>(ctx.config, *ctx.sender, *ctx.receiver);
+  });
+}

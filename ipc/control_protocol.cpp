@@ -1,0 +1,216 @@
+// See control_protocol.h.
+#include "ipc/control_protocol.h"
+
+#include "common/errors.h"
+#include "ipc/wire.h"
+
+namespace up::ipc {
+namespace {
+
+ControlMessage Message(MsgType type, std::string payload = "") {
+  return ControlMessage{static_cast<uint32_t>(type), std::move(payload)};
+}
+
+void Check(const ControlMessage& m, MsgType type) {
+  if (m.type != static_cast<uint32_t>(type)) {
+    throw RuntimeError(std::string("control: expected a ") +
+                       MsgTypeName(static_cast<uint32_t>(type)) + " message, got " +
+                       MsgTypeName(m.type));
+  }
+}
+
+}  // namespace
+
+const char* MsgTypeName(uint32_t type) {
+  switch (static_cast<MsgType>(type)) {
+    case MsgType::kHello:
+      return "Hello";
+    case MsgType::kWelcome:
+      return "Welcome";
+    case MsgType::kReject:
+      return "Reject";
+    case MsgType::kTurn:
+      return "Turn";
+    case MsgType::kTurnDone:
+      return "TurnDone";
+    case MsgType::kSave:
+      return "Save";
+    case MsgType::kSaved:
+      return "Saved";
+    case MsgType::kFinish:
+      return "Finish";
+    case MsgType::kBye:
+      return "Bye";
+    case MsgType::kFailed:
+      return "Failed";
+  }
+  return "unknown";
+}
+
+std::string ActionName(const Action& a) {
+  switch (a.op) {
+    case Op::kForward:
+      return "F" + std::to_string(a.micro_batch);
+    case Op::kBackward:
+      return "B" + std::to_string(a.micro_batch);
+    case Op::kForwardBackward:
+      return "FB" + std::to_string(a.micro_batch);
+    case Op::kStep:
+      return "S";
+  }
+  return "?";
+}
+
+ControlMessage Encode(const Hello& m) {
+  WireWriter w;
+  w.U32(m.protocol).Str(m.stage).I64(m.pid).Str(m.config_sha256).Str(m.boundary_signature);
+  return Message(MsgType::kHello, w.Take());
+}
+
+Hello DecodeHello(const ControlMessage& m) {
+  Check(m, MsgType::kHello);
+  WireReader r(m.payload, "Hello message");
+  Hello h;
+  h.protocol = r.U32();
+  if (h.protocol != kProtocolVersion) return h;  // the rest may be laid out differently
+  h.stage = r.Str();
+  h.pid = r.I64();
+  h.config_sha256 = r.Str();
+  h.boundary_signature = r.Str();
+  r.ExpectDone();
+  return h;
+}
+
+ControlMessage EncodeWelcome() { return Message(MsgType::kWelcome); }
+ControlMessage EncodeReject(const std::string& reason) {
+  WireWriter w;
+  w.Str(reason);
+  return Message(MsgType::kReject, w.Take());
+}
+std::string DecodeReject(const ControlMessage& m) {
+  Check(m, MsgType::kReject);
+  WireReader r(m.payload, "Reject message");
+  std::string reason = r.Str();
+  r.ExpectDone();
+  return reason;
+}
+
+ControlMessage Encode(const TurnRequest& m) {
+  WireWriter w;
+  w.I64(m.step).U32(static_cast<uint32_t>(m.actions.size()));
+  for (const Action& a : m.actions) w.U32(static_cast<uint32_t>(a.op)).I64(a.micro_batch);
+  w.F32Vec(m.peer_norms);
+  return Message(MsgType::kTurn, w.Take());
+}
+
+TurnRequest DecodeTurn(const ControlMessage& m) {
+  Check(m, MsgType::kTurn);
+  WireReader r(m.payload, "Turn message");
+  TurnRequest t;
+  t.step = r.I64();
+  const uint32_t n = r.U32();
+  if (n > r.remaining() / 12)
+    throw RuntimeError("malformed Turn message: action count " + std::to_string(n));
+  for (uint32_t i = 0; i < n; ++i) {
+    Action a;
+    const uint32_t op = r.U32();
+    if (op < 1 || op > 4)
+      throw RuntimeError("malformed Turn message: unknown op " + std::to_string(op));
+    a.op = static_cast<Op>(op);
+    a.micro_batch = static_cast<int32_t>(r.I64());
+    t.actions.push_back(a);
+  }
+  t.peer_norms = r.F32Vec();
+  r.ExpectDone();
+  return t;
+}
+
+ControlMessage Encode(const TurnReport& m) {
+  WireWriter w;
+  w.I64(m.step).F64(m.busy_s).F64(m.loss).I64Vec(m.dice_counts).F32Vec(m.norms).I64(m.rss_bytes);
+  return Message(MsgType::kTurnDone, w.Take());
+}
+
+TurnReport DecodeTurnDone(const ControlMessage& m) {
+  Check(m, MsgType::kTurnDone);
+  WireReader r(m.payload, "TurnDone message");
+  TurnReport t;
+  t.step = r.I64();
+  t.busy_s = r.F64();
+  t.loss = r.F64();
+  t.dice_counts = r.I64Vec();
+  t.norms = r.F32Vec();
+  t.rss_bytes = r.I64();
+  r.ExpectDone();
+  return t;
+}
+
+ControlMessage Encode(const SaveRequest& m) {
+  WireWriter w;
+  w.I64(m.step).Str(m.path);
+  return Message(MsgType::kSave, w.Take());
+}
+SaveRequest DecodeSave(const ControlMessage& m) {
+  Check(m, MsgType::kSave);
+  WireReader r(m.payload, "Save message");
+  SaveRequest s;
+  s.step = r.I64();
+  s.path = r.Str();
+  r.ExpectDone();
+  return s;
+}
+
+ControlMessage EncodeSaved(int64_t step) {
+  WireWriter w;
+  w.I64(step);
+  return Message(MsgType::kSaved, w.Take());
+}
+int64_t DecodeSaved(const ControlMessage& m) {
+  Check(m, MsgType::kSaved);
+  WireReader r(m.payload, "Saved message");
+  const int64_t step = r.I64();
+  r.ExpectDone();
+  return step;
+}
+
+ControlMessage EncodeFinish() { return Message(MsgType::kFinish); }
+ControlMessage EncodeBye(int64_t peak_rss_bytes) {
+  WireWriter w;
+  w.I64(peak_rss_bytes);
+  return Message(MsgType::kBye, w.Take());
+}
+int64_t DecodeBye(const ControlMessage& m) {
+  Check(m, MsgType::kBye);
+  WireReader r(m.payload, "Bye message");
+  const int64_t rss = r.I64();
+  r.ExpectDone();
+  return rss;
+}
+
+ControlMessage Encode(const Failure& m) {
+  WireWriter w;
+  w.U32(static_cast<uint32_t>(m.exit_code)).Str(m.message);
+  return Message(MsgType::kFailed, w.Take());
+}
+Failure DecodeFailed(const ControlMessage& m) {
+  Check(m, MsgType::kFailed);
+  WireReader r(m.payload, "Failed message");
+  Failure f;
+  f.exit_code = static_cast<int32_t>(r.U32());
+  f.message = r.Str();
+  r.ExpectDone();
+  return f;
+}
+
+void ExpectType(const ControlMessage& m, MsgType expected, const std::string& peer) {
+  if (m.type == static_cast<uint32_t>(expected)) return;
+  if (m.type == static_cast<uint32_t>(MsgType::kFailed)) {
+    const Failure f = DecodeFailed(m);
+    if (f.exit_code == 2) throw UsageError(peer + ": " + f.message);
+    throw RuntimeError(peer + " failed: " + f.message);
+  }
+  throw RuntimeError("protocol error: " + peer + " sent " + MsgTypeName(m.type) + " where " +
+                     MsgTypeName(static_cast<uint32_t>(expected)) + " was expected");
+}
+
+}  // namespace up::ipc

@@ -1,0 +1,114 @@
+// The control plane's messages between the launcher and a stage, over a
+// ControlChannel (one Unix socket per stage). The launcher drives; a stage
+// only answers:
+//
+//   stage -> launcher  Hello      protocol version, stage name, pid, config
+//                                 hash, boundary signature (checked before work)
+//   launcher -> stage  Welcome    go ahead (or Reject: reason, then close)
+//   launcher -> stage  Turn       the stage holds its device: run these actions
+//   stage -> launcher  TurnDone   busy time, loss and Dice counts, grad norms
+//   launcher -> stage  Save       write the stage file of step N to a path
+//   stage -> launcher  Saved
+//   launcher -> stage  Finish     stage answers Bye and exits 0
+//   stage -> launcher  Failed     exit code and one-line message, then exits
+//
+// Encode*/Decode* are the only code that knows the byte layout; Decode*
+// throws up::RuntimeError on a malformed message (never trusts a length).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipc/control_channel.h"
+
+namespace up::ipc {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+enum class MsgType : uint32_t {
+  kHello = 1,
+  kWelcome = 2,
+  kReject = 3,
+  kTurn = 4,
+  kTurnDone = 5,
+  kSave = 6,
+  kSaved = 7,
+  kFinish = 8,
+  kBye = 9,
+  kFailed = 10,
+};
+const char* MsgTypeName(uint32_t type);
+
+// What a stage does in a turn, one micro-batch at a time.
+enum class Op : uint32_t {
+  kForward = 1,          // encoder: forward micro-batch m, send the boundary
+  kBackward = 2,         // encoder: receive the boundary's gradients, backward
+  kForwardBackward = 3,  // decoder: receive, forward, loss, backward, send grads
+  kStep = 4,             // clip (global norm) and step the optimizer
+};
+struct Action {
+  Op op = Op::kForward;
+  int32_t micro_batch = -1;  // -1 for kStep
+  bool operator==(const Action& o) const { return op == o.op && micro_batch == o.micro_batch; }
+};
+std::string ActionName(const Action& action);  // "F3", "B0", "FB1", "S"
+
+struct Hello {
+  uint32_t protocol = kProtocolVersion;
+  std::string stage;  // "encoder" | "decoder"
+  int64_t pid = 0;
+  std::string config_sha256;
+  std::string boundary_signature;
+};
+
+struct TurnRequest {
+  int64_t step = 0;  // 0-based optimizer step
+  std::vector<Action> actions;
+  std::vector<float> peer_norms;  // the other stage's grad norms, for kStep with clipping
+};
+
+struct TurnReport {
+  int64_t step = 0;
+  double busy_s = 0;                 // time spent computing in this turn
+  double loss = 0;                   // decoder: sum of scaled micro-batch losses this turn
+  std::vector<int64_t> dice_counts;  // decoder: Dice counts this turn (empty otherwise)
+  std::vector<float> norms;          // this stage's grad norms, once its backward is complete
+  int64_t rss_bytes = 0;             // current resident set size
+};
+
+struct SaveRequest {
+  int64_t step = 0;
+  std::string path;  // file to write (in the launcher's staging folder)
+};
+
+struct Failure {
+  int32_t exit_code = 1;
+  std::string message;
+};
+
+ControlMessage Encode(const Hello& m);
+ControlMessage EncodeWelcome();
+ControlMessage EncodeReject(const std::string& reason);
+ControlMessage Encode(const TurnRequest& m);
+ControlMessage Encode(const TurnReport& m);
+ControlMessage Encode(const SaveRequest& m);
+ControlMessage EncodeSaved(int64_t step);
+ControlMessage EncodeFinish();
+ControlMessage EncodeBye(int64_t peak_rss_bytes);
+ControlMessage Encode(const Failure& m);
+
+Hello DecodeHello(const ControlMessage& m);
+std::string DecodeReject(const ControlMessage& m);
+TurnRequest DecodeTurn(const ControlMessage& m);
+TurnReport DecodeTurnDone(const ControlMessage& m);
+SaveRequest DecodeSave(const ControlMessage& m);
+int64_t DecodeSaved(const ControlMessage& m);
+int64_t DecodeBye(const ControlMessage& m);
+Failure DecodeFailed(const ControlMessage& m);
+
+// Throws RuntimeError naming both types when `m` is not of type `expected`
+// (a Failed message becomes a RuntimeError carrying the peer's message).
+void ExpectType(const ControlMessage& m, MsgType expected, const std::string& peer);
+
+}  // namespace up::ipc

@@ -1,0 +1,158 @@
+// See stage_worker.h.
+#include "ipc/stage_worker.h"
+
+#include <unistd.h>
+
+#include <cxxopts.hpp>
+#include <iostream>
+#include <optional>
+
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/proc_stats.h"
+#include "common/sha256.h"
+
+namespace up::ipc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Deadline After(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+struct StageArgs {
+  std::string config, control, run_id, send_ring, recv_ring, load, log;
+  LogLevel level = LogLevel::kInfo;
+};
+
+StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
+  cxxopts::Options options(stage + "_proc",
+                           "The " + stage + " stage of unet-pipeline (started by the launcher).");
+  options.add_options()("config", "resolved config file", cxxopts::value<std::string>())(
+      "control", "launcher's control socket", cxxopts::value<std::string>())(
+      "run-id", "run id (hex)", cxxopts::value<std::string>())(
+      "send-ring", "ring to the other stage", cxxopts::value<std::string>())(
+      "recv-ring", "ring from the other stage", cxxopts::value<std::string>())(
+      "load", "stage file to resume from", cxxopts::value<std::string>()->default_value(""))(
+      "log", "log file", cxxopts::value<std::string>()->default_value(""))(
+      "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
+  cxxopts::ParseResult r;
+  try {
+    r = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; see " + stage + "_proc --help");
+  }
+  if (r.count("help")) {
+    std::cout << options.help() << std::endl;
+    std::exit(0);
+  }
+  StageArgs a;
+  for (const char* key : {"config", "control", "run-id", "send-ring", "recv-ring"}) {
+    if (!r.count(key))
+      throw UsageError(stage + "_proc needs --" + key + " (it is started by unet-pipeline)");
+  }
+  a.config = r["config"].as<std::string>();
+  a.control = r["control"].as<std::string>();
+  a.run_id = r["run-id"].as<std::string>();
+  a.send_ring = r["send-ring"].as<std::string>();
+  a.recv_ring = r["recv-ring"].as<std::string>();
+  a.load = r["load"].as<std::string>();
+  a.log = r["log"].as<std::string>();
+  a.level = r.count("quiet")     ? LogLevel::kWarn
+            : r.count("verbose") ? LogLevel::kDebug
+                                 : LogLevel::kInfo;
+  return a;
+}
+
+// Answers the launcher until Finish. Throws on any failure.
+void Serve(StageWorker& worker, ControlChannel& control, double wait_s) {
+  for (;;) {
+    ControlMessage m = control.Receive(After(wait_s));
+    switch (static_cast<MsgType>(m.type)) {
+      case MsgType::kTurn: {
+        const TurnRequest turn = DecodeTurn(m);
+        TurnReport report = worker.RunTurn(turn);
+        report.rss_bytes = CurrentRssBytes();
+        control.Send(Encode(report));
+        break;
+      }
+      case MsgType::kSave: {
+        const SaveRequest save = DecodeSave(m);
+        worker.Save(save);
+        control.Send(EncodeSaved(save.step));
+        break;
+      }
+      case MsgType::kFinish:
+        control.Send(EncodeBye(PeakRssBytes()));
+        return;
+      default:
+        throw RuntimeError(std::string("protocol error: the launcher sent ") + MsgTypeName(m.type));
+    }
+  }
+}
+
+}  // namespace
+
+int StageMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory) {
+  std::optional<ControlChannel> control;
+  try {
+    const StageArgs args = ParseArgs(argc, argv, stage);
+    InitLogging(stage, args.level, args.log);
+    StageContext ctx;
+    ctx.config = LoadConfig(args.config, {});
+    const double timeout_s = ctx.config.pipeline.timeout_s;
+    control.emplace(ControlChannel::Connect(args.control, After(timeout_s)));
+    control->set_peer_name("launcher");
+
+    const RunId run_id = RunId::FromHex(args.run_id);
+    std::unique_ptr<ShmRing> send_ring = ShmRing::Open(args.send_ring, run_id);
+    std::unique_ptr<ShmRing> recv_ring = ShmRing::Open(args.recv_ring, run_id);
+    ShmTensorSender sender(*send_ring);
+    ShmTensorReceiver receiver(*recv_ring);
+    ctx.sender = &sender;
+    ctx.receiver = &receiver;
+    torch::set_num_threads(ctx.config.train.threads);
+
+    std::unique_ptr<StageWorker> worker = factory(ctx);
+    Hello hello;
+    hello.stage = stage;
+    hello.pid = getpid();
+    hello.config_sha256 = Sha256Hex(DumpConfig(ctx.config));
+    hello.boundary_signature = worker->BoundarySignature();
+    control->Send(Encode(hello));
+    ControlMessage answer = control->Receive(After(timeout_s));
+    if (answer.type == static_cast<uint32_t>(MsgType::kReject))
+      throw UsageError(DecodeReject(answer));
+    ExpectType(answer, MsgType::kWelcome, "launcher");
+    if (!args.load.empty()) worker->Load(args.load);
+    LogDebug("handshake done; serving the launcher");
+
+    // Between turns a stage waits while the other stage computes a whole
+    // turn, so its limit is longer than one turn's.
+    Serve(*worker, *control, 2 * timeout_s + 60);
+    return 0;
+  } catch (const PeerGoneError& e) {
+    // The launcher or the other stage is gone: the launcher reports it.
+    std::cerr << "[" << stage << "] stopping: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    int code = 1;
+    std::string what = e.what();
+    if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
+    if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+    what = what.substr(0, what.find('\n'));
+    std::cerr << "[" << stage << "] error: " << what << std::endl;
+    if (control) {
+      try {
+        control->Send(Encode(Failure{code, what}));
+      } catch (const std::exception&) {
+        // The launcher is gone; nothing more to tell.
+      }
+    }
+    return code;
+  }
+}
+
+}  // namespace up::ipc

@@ -1,0 +1,302 @@
+// See pipeline.h.
+#include "launcher/pipeline.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "common/digest.h"
+#include "common/errors.h"
+#include "common/json_writer.h"
+#include "common/logging.h"
+#include "common/loss.h"
+#include "common/proc_stats.h"
+#include "common/sha256.h"
+#include "common/stage_optimizer.h"
+#include "common/unet.h"
+#include "ipc/shm_ring.h"
+#include "launcher/device_lock.h"
+#include "launcher/handshake.h"
+#include "launcher/progress.h"
+#include "launcher/stage_link.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point After(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string SelfDir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : self.parent_path().string();
+}
+
+std::string StageBinary(const std::string& name) {
+  const std::string path = (fs::path(SelfDir()) / name).string();
+  if (access(path.c_str(), X_OK) != 0) {
+    throw UsageError("stage binary '" + path +
+                     "' is missing or not executable; build it (scripts/build.sh) next to " +
+                     "unet-pipeline");
+  }
+  return path;
+}
+
+// Removes the private socket folder whatever the way out.
+struct SocketDir {
+  explicit SocketDir(const ipc::RunId& id) : path(ipc::MakePrivateRunDir("up-" + id.Hex())) {}
+  ~SocketDir() { ipc::RemoveTree(path); }
+  std::string path;
+};
+
+// Loads a stage file's weights into `module` (for the digest).
+template <typename Module>
+NamedTensors LoadWeights(const std::string& path, Module& module, const TrainConfig& train) {
+  StageOptimizer scratch(*module, train);
+  LoadStageFile(path, *module, scratch.optimizer());
+  return NamedState(*module);
+}
+
+std::string TurnText(int64_t step, const Turn& turn) {
+  std::string actions;
+  for (const auto& a : turn.actions) actions += (actions.empty() ? "" : " ") + ipc::ActionName(a);
+  return std::string(StageName(turn.stage)) + " turn [" + actions + "] of step " +
+         std::to_string(step + 1);
+}
+
+}  // namespace
+
+TrainSummary RunPipeline(const Config& config, RunDir& run,
+                         const std::optional<CheckpointRef>& resume) {
+  const TrainConfig& t = config.train;
+  const PipelineConfig& p = config.pipeline;
+  if (p.transport != "shm") {
+    throw UsageError("pipeline.transport = " + p.transport +
+                     ": not available in this build yet; use shm");
+  }
+  if (p.encoder.device != "cpu" || p.decoder.device != "cpu") {
+    throw UsageError(
+        "pipeline.stages.*.device: only cpu stages are supported by this build so far; got "
+        "encoder=" +
+        p.encoder.device + " decoder=" + p.decoder.device);
+  }
+  const bool lock_on = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule);
+  const ScheduleKind kind = ParseScheduleKind(p.schedule);
+  const bool global_norms = t.grad_clip > 0;
+  const std::vector<Phase> phases = StepSchedule(kind, t.micro_batches, global_norms);
+  LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeSchedule(phases), ", lock ",
+              lock_on ? "on" : "off", ", transport ", p.transport));
+
+  const std::string encoder_bin = StageBinary("encoder_proc");
+  const std::string decoder_bin = StageBinary("decoder_proc");
+  const std::string config_path = (fs::path(run.path()) / "config.yaml").string();
+
+  // The run's resources, in the order they are released backwards: the
+  // socket folder, the rings (removed last), then the processes (killed first).
+  const ipc::RunId run_id = ipc::RunId::Random();
+  SocketDir sockets(run_id);
+  ipc::ControlListener listener = ipc::ControlListener::Listen(sockets.path + "/control.sock");
+  const BoundarySpec spec =
+      BoundaryShapes(config.model, config.data.size, t.batch_size / t.micro_batches);
+  std::vector<ipc::TensorSpec> wire_specs;
+  for (size_t i = 0; i < spec.names.size(); ++i)
+    wire_specs.push_back({spec.names[i], ipc::DType::kFloat32, spec.shapes[i]});
+  const uint64_t slot_bytes = ipc::ShmRing::PayloadBytesFor(wire_specs);
+  const std::string fwd_name = "up-" + run_id.Hex() + "-fwd";
+  const std::string bwd_name = "up-" + run_id.Hex() + "-bwd";
+  auto fwd =
+      ipc::ShmRing::Create({fwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
+  auto bwd =
+      ipc::ShmRing::Create({bwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
+
+  auto stage_args = [&](const std::string& name, const std::string& send, const std::string& recv) {
+    std::vector<std::string> args{"--config",    config_path,
+                                  "--control",   listener.path(),
+                                  "--run-id",    run_id.Hex(),
+                                  "--send-ring", send,
+                                  "--recv-ring", recv,
+                                  "--log",       (fs::path(run.path()) / (name + ".log")).string()};
+    if (resume)
+      args.insert(args.end(), {"--load", (fs::path(resume->dir) / (name + ".pt")).string()});
+    return args;
+  };
+  std::vector<StageLink> links;
+  links.push_back(
+      {StageId::kEncoder, p.encoder.device,
+       ChildProcess::Spawn(
+           {"encoder", encoder_bin, stage_args("encoder", fwd_name, bwd_name), {}, true}),
+       std::nullopt});
+  links.push_back(
+      {StageId::kDecoder, p.decoder.device,
+       ChildProcess::Spawn(
+           {"decoder", decoder_bin, stage_args("decoder", bwd_name, fwd_name), {}, true}),
+       std::nullopt});
+  StageGroup stages(std::move(links));
+  struct Abort {  // on any error: wake stages blocked on a ring, then kill them
+    ipc::ShmRing& fwd;
+    ipc::ShmRing& bwd;
+    StageGroup& stages;
+    bool armed = true;
+    ~Abort() {
+      if (!armed) return;
+      fwd.Abort("the launcher stopped the run");
+      bwd.Abort("the launcher stopped the run");
+      stages.KillAll();
+    }
+  } abort_guard{*fwd, *bwd, stages};
+
+  // Handshake: protocol, config and boundary must agree before any work.
+  const std::string config_sha = Sha256Hex(DumpConfig(config));
+  const std::string boundary = BoundarySignature(config);
+  const std::vector<ipc::Hello> hellos = stages.AcceptAll(listener, After(p.timeout_s));
+  for (StageLink& s : stages.all()) {
+    const ipc::Hello& h = hellos[static_cast<int>(s.id)];
+    const std::string problem = HandshakeProblem(h, config_sha, boundary);
+    if (!problem.empty()) {
+      s.control->Send(ipc::EncodeReject(problem));
+      throw UsageError(std::string("handshake with the ") + s.name() + " stage failed: it " +
+                       problem);
+    }
+  }
+  for (StageLink& s : stages.all()) s.control->Send(ipc::EncodeWelcome());
+  LogInfo(Str("run id ", run_id.Hex(), "; stages up: encoder pid ",
+              stages[StageId::kEncoder].child.pid(), ", decoder pid ",
+              stages[StageId::kDecoder].child.pid()));
+
+  DeviceLocks locks(lock_on);
+  const int64_t start = resume ? resume->step : 0;
+  Progress progress("pipeline", t.steps);
+  TrainSummary summary;
+  const auto wall_start = Clock::now();
+  for (int64_t step = start; step < t.steps; ++step) {
+    const auto step_start = Clock::now();
+    std::vector<float> norms[2];
+    double loss = 0;
+    DiceCounter dice(config.model.num_classes);
+    double held_s[2] = {0, 0};
+    for (const Phase& phase : phases) {
+      std::vector<StageId> waiting;
+      std::string doing;
+      for (const Turn& turn : phase.turns) {
+        StageLink& s = stages[turn.stage];
+        if (!locks.TryAcquire(s.device, turn.stage)) {
+          throw RuntimeError(std::string("schedule error: ") + s.device +
+                             " is held while granting " + TurnText(step, turn));
+        }
+        ipc::TurnRequest req{step, turn.actions, {}};
+        const bool steps = std::any_of(turn.actions.begin(), turn.actions.end(),
+                                       [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
+        if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
+        LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
+        s.control->Send(ipc::Encode(req));
+        waiting.push_back(turn.stage);
+        doing += (doing.empty() ? "" : ", ") + TurnText(step, turn);
+      }
+      const auto phase_start = Clock::now();
+      while (!waiting.empty()) {
+        auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
+        const ipc::TurnReport report = ipc::DecodeTurnDone(m);
+        StageLink& s = stages[id];
+        locks.Release(s.device, id);
+        waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+        s.busy_s += report.busy_s;
+        held_s[static_cast<int>(id)] +=
+            std::chrono::duration<double>(Clock::now() - phase_start).count();
+        if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
+        if (!report.dice_counts.empty()) dice.AddCounts(report.dice_counts);
+        loss += report.loss;
+      }
+    }
+    const double step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
+    JsonWriter line;
+    line.Field("step", step + 1)
+        .Field("loss", loss)
+        .Field("dice", dice.Mean())
+        .Field("lr", ScheduledLr(t, step))
+        .Field("step_s", step_s)
+        .Field("samples_per_s", t.batch_size / step_s);
+    run.AppendMetrics(line.str());
+    char turns[96];
+    std::snprintf(turns, sizeof(turns), "%s: encoder %.0f%% decoder %.0f%%",
+                  lock_on ? "device turns" : "busy", 100 * held_s[0] / step_s,
+                  100 * held_s[1] / step_s);
+    progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s, turns);
+    summary.final_loss = loss;
+
+    const bool last = step + 1 == t.steps;
+    if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
+      const std::string staging = BeginCheckpoint(run.path(), step + 1);
+      for (StageLink& s : stages.all()) {
+        s.control->Send(ipc::Encode(ipc::SaveRequest{
+            step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}));
+      }
+      std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
+      while (!waiting.empty()) {
+        auto [id, m] = stages.Await(waiting, After(p.timeout_s),
+                                    "checkpoint of step " + std::to_string(step + 1));
+        ipc::ExpectType(m, ipc::MsgType::kSaved, StageName(id));
+        waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+      }
+      CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
+    }
+  }
+  summary.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
+
+  // Orderly shutdown: Finish -> Bye (peak RSS) -> exit 0.
+  for (StageLink& s : stages.all()) s.control->Send(ipc::EncodeFinish());
+  std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
+  while (!waiting.empty()) {
+    auto [id, m] = stages.Await(waiting, After(p.timeout_s), "shutdown");
+    ipc::ExpectType(m, ipc::MsgType::kBye, StageName(id));
+    stages[id].peak_rss_bytes = ipc::DecodeBye(m);
+    stages[id].finished = true;
+    waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+  }
+  for (StageLink& s : stages.all()) {
+    const ExitStatus status = s.child.Wait(After(p.timeout_s));
+    if (!status.success())
+      throw RuntimeError(std::string(s.name()) + " stage " + status.Describe() + " at shutdown");
+    s.peak_rss_bytes = std::max(s.peak_rss_bytes, s.child.peak_rss_bytes());
+  }
+  abort_guard.armed = false;
+
+  // The digest comes from the final checkpoint the stages wrote.
+  const fs::path final_dir =
+      fs::path(run.path()) / "checkpoints" / ("step-" + std::to_string(t.steps));
+  UNetEncoder enc(config.model, 0);
+  UNetDecoder dec(config.model, 0);
+  summary.steps = t.steps;
+  summary.param_digest = ParamDigest(LoadWeights((final_dir / "encoder.pt").string(), enc, t),
+                                     LoadWeights((final_dir / "decoder.pt").string(), dec, t));
+  summary.samples_per_s =
+      summary.wall_s > 0 ? (t.steps - start) * t.batch_size / summary.wall_s : 0;
+
+  JsonWriter rss, busy;
+  rss.Field("launcher", PeakRssBytes())
+      .Field("encoder", stages[StageId::kEncoder].peak_rss_bytes)
+      .Field("decoder", stages[StageId::kDecoder].peak_rss_bytes);
+  busy.Field("encoder", summary.wall_s > 0 ? stages[StageId::kEncoder].busy_s / summary.wall_s : 0)
+      .Field("decoder", summary.wall_s > 0 ? stages[StageId::kDecoder].busy_s / summary.wall_s : 0);
+  JsonWriter out;
+  out.Field("mode", "pipeline")
+      .Field("schedule", p.schedule)
+      .Field("transport", p.transport)
+      .Field("run_id", run_id.Hex())
+      .Field("steps", summary.steps)
+      .Field("final_loss", summary.final_loss)
+      .Field("wall_s", summary.wall_s)
+      .Field("samples_per_s", summary.samples_per_s)
+      .Raw("peak_rss_bytes", rss.str())
+      .Raw("busy_fraction", busy.str())
+      .Field("param_digest", summary.param_digest);
+  run.WriteSummary(out.str());
+  return summary;
+}
+
+}  // namespace up

@@ -1,0 +1,20 @@
+// The multi-process pipeline, as the launcher runs it: start encoder_proc and
+// decoder_proc, create the run's rings and control socket, handshake, grant
+// device turns by the schedule, collect metrics, checkpoint both stages
+// together, and clean up every process, segment and socket however the run
+// ends.
+#pragma once
+
+#include <optional>
+
+#include "common/checkpoint.h"
+#include "common/config.h"
+#include "common/run_dir.h"
+#include "launcher/single_process.h"
+
+namespace up {
+
+TrainSummary RunPipeline(const Config& config, RunDir& run,
+                         const std::optional<CheckpointRef>& resume);
+
+}  // namespace up

@@ -1,0 +1,150 @@
+// See schedule.h.
+#include "launcher/schedule.h"
+
+#include <map>
+
+#include "common/errors.h"
+
+namespace up {
+namespace {
+
+using ipc::Action;
+using ipc::Op;
+
+Action F(int m) { return {Op::kForward, m}; }
+Action B(int m) { return {Op::kBackward, m}; }
+Action FB(int m) { return {Op::kForwardBackward, m}; }
+Action S() { return {Op::kStep, -1}; }
+
+}  // namespace
+
+const char* StageName(StageId stage) { return stage == StageId::kEncoder ? "encoder" : "decoder"; }
+
+ScheduleKind ParseScheduleKind(const std::string& name) {
+  if (name == "sequential") return ScheduleKind::kSequential;
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  if (name == "1f1b") return ScheduleKind::k1F1B;
+  throw UsageError("pipeline.schedule = " + name + ": expected sequential, gpipe or 1f1b");
+}
+
+std::vector<Phase> StepSchedule(ScheduleKind kind, int m, bool global_norms) {
+  std::vector<Action> enc, dec;
+  std::vector<Phase> phases;
+  if (kind == ScheduleKind::kSequential) {
+    for (int i = 0; i < m; ++i) enc.push_back(F(i));
+    for (int i = 0; i < m; ++i) dec.push_back(FB(i));
+    if (!global_norms) dec.push_back(S());
+    std::vector<Action> back;
+    for (int i = 0; i < m; ++i) back.push_back(B(i));
+    back.push_back(S());
+    phases.push_back({{{StageId::kEncoder, enc}}});
+    phases.push_back({{{StageId::kDecoder, dec}}});
+    phases.push_back({{{StageId::kEncoder, back}}});
+    if (global_norms) phases.push_back({{{StageId::kDecoder, {S()}}}});
+    return phases;
+  }
+  for (int i = 0; i < m; ++i) dec.push_back(FB(i));
+  if (kind == ScheduleKind::kGPipe) {
+    for (int i = 0; i < m; ++i) enc.push_back(F(i));
+    for (int i = 0; i < m; ++i) enc.push_back(B(i));
+  } else {  // 1F1B with two stages: one warm-up forward, then alternate.
+    enc.push_back(F(0));
+    for (int i = 0; i < m; ++i) {
+      if (i + 1 < m) enc.push_back(F(i + 1));
+      enc.push_back(B(i));
+    }
+  }
+  if (!global_norms) {
+    enc.push_back(S());
+    dec.push_back(S());
+  }
+  phases.push_back({{{StageId::kEncoder, enc}, {StageId::kDecoder, dec}}});
+  if (global_norms) phases.push_back({{{StageId::kEncoder, {S()}}, {StageId::kDecoder, {S()}}}});
+  return phases;
+}
+
+std::string ValidateSchedule(const std::vector<Phase>& phases, int m, bool global_norms) {
+  // Position of each action: (phase, index within its turn). Concurrent turns
+  // order only through the rings, so a dependency inside one phase is met
+  // when the consumer waits for the producer's message.
+  std::map<std::string, int> phase_of;
+  std::map<std::string, int> count;
+  int last_backward_phase[2] = {-1, -1};
+  int step_phase[2] = {-1, -1};
+  for (size_t p = 0; p < phases.size(); ++p) {
+    for (const Turn& turn : phases[p].turns) {
+      const int s = static_cast<int>(turn.stage);
+      bool stepped = false;
+      for (const Action& a : turn.actions) {
+        const std::string key = std::string(StageName(turn.stage)) + ":" + ipc::ActionName(a);
+        if (stepped) return key + " after the step";
+        ++count[key];
+        phase_of[ipc::ActionName(a)] = static_cast<int>(p);
+        if (a.op == Op::kStep) {
+          step_phase[s] = static_cast<int>(p);
+          stepped = true;
+        }
+        if (a.op == Op::kBackward || a.op == Op::kForwardBackward)
+          last_backward_phase[s] = static_cast<int>(p);
+        const bool encoder_op = a.op == Op::kForward || a.op == Op::kBackward;
+        const bool decoder_op = a.op == Op::kForwardBackward;
+        if ((turn.stage == StageId::kEncoder && decoder_op) ||
+            (turn.stage == StageId::kDecoder && encoder_op)) {
+          return key + " is not an action of that stage";
+        }
+      }
+    }
+  }
+  for (int i = 0; i < m; ++i) {
+    for (const char* name : {"encoder:F", "decoder:FB", "encoder:B"}) {
+      if (count[name + std::to_string(i)] != 1)
+        return std::string(name) + std::to_string(i) + " not exactly once";
+    }
+    const std::string f = "F" + std::to_string(i), fb = "FB" + std::to_string(i),
+                      b = "B" + std::to_string(i);
+    if (phase_of[fb] < phase_of[f]) return fb + " before " + f;
+    if (phase_of[b] < phase_of[fb]) return b + " before " + fb;
+  }
+  for (int s = 0; s < 2; ++s) {
+    const std::string stage = s == 0 ? "encoder" : "decoder";
+    if (count[stage + ":S"] != 1) return stage + " does not step exactly once";
+    if (step_phase[s] < last_backward_phase[s]) return stage + " steps before its own backward";
+    if (global_norms && step_phase[s] <= last_backward_phase[1 - s]) {
+      return stage +
+             " steps before the other stage's backward is complete (clipping needs both norms)";
+    }
+  }
+  return "";
+}
+
+int EncoderMaxInFlight(const std::vector<Phase>& phases) {
+  int in_flight = 0, most = 0;
+  for (const Phase& phase : phases) {
+    for (const Turn& turn : phase.turns) {
+      if (turn.stage != StageId::kEncoder) continue;
+      for (const ipc::Action& a : turn.actions) {
+        if (a.op == Op::kForward) most = std::max(most, ++in_flight);
+        if (a.op == Op::kBackward) --in_flight;
+      }
+    }
+  }
+  return most;
+}
+
+std::string DescribeSchedule(const std::vector<Phase>& phases) {
+  std::string out;
+  for (const Phase& phase : phases) {
+    if (!out.empty()) out += " ";
+    for (size_t t = 0; t < phase.turns.size(); ++t) {
+      if (t) out += "|";
+      out += phase.turns[t].stage == StageId::kEncoder ? "E[" : "D[";
+      for (size_t i = 0; i < phase.turns[t].actions.size(); ++i) {
+        out += (i ? " " : "") + ipc::ActionName(phase.turns[t].actions[i]);
+      }
+      out += "]";
+    }
+  }
+  return out;
+}
+
+}  // namespace up

@@ -1,0 +1,124 @@
+// See stage_link.h.
+#include "launcher/stage_link.h"
+
+#include <algorithm>
+
+#include "common/errors.h"
+
+namespace up {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollSlice = std::chrono::milliseconds(500);
+
+double SecondsLeft(Clock::time_point since, Clock::time_point until) {
+  return std::chrono::duration<double>(until - since).count();
+}
+
+}  // namespace
+
+void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
+  // Give the process a moment to finish dying so its status is known.
+  const ExitStatus status = stage.child.Wait(Clock::now() + std::chrono::seconds(2));
+  throw RuntimeError(std::string(stage.name()) + " stage " + status.Describe() + " during " +
+                     doing);
+}
+
+std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, Deadline deadline) {
+  std::vector<ipc::Hello> hellos(stages_.size());
+  std::vector<std::optional<ipc::ControlChannel>> pending;
+  size_t greeted = 0;
+  const auto start = Clock::now();
+  while (greeted < stages_.size()) {
+    for (auto& s : stages_) {
+      if (s.child.Poll()) ReportGone(s, "start-up");
+    }
+    std::vector<int> fds{listener.fd()};
+    for (auto& p : pending) fds.push_back(p ? p->fd() : -1);
+    for (auto& s : stages_) fds.push_back(s.child.pidfd());
+    const int ready = ipc::WaitReadable(fds, std::min(deadline, Clock::now() + kPollSlice));
+    if (ready < 0) {
+      if (Clock::now() >= deadline) {
+        throw TimeoutError("stages did not connect and say hello within " +
+                           std::to_string(static_cast<int>(SecondsLeft(start, deadline))) +
+                           " s (pipeline.timeout_s); see the stage logs in the run folder");
+      }
+      continue;
+    }
+    if (ready == 0) {
+      pending.emplace_back(listener.Accept(deadline));
+      continue;
+    }
+    const size_t p = static_cast<size_t>(ready - 1);
+    if (p >= pending.size() || !pending[p]) continue;  // a pidfd: handled by Poll above
+    ipc::ControlMessage m = pending[p]->Receive(deadline);
+    ipc::ExpectType(m, ipc::MsgType::kHello, "a stage");
+    ipc::Hello hello = ipc::DecodeHello(m);
+    auto it = std::find_if(stages_.begin(), stages_.end(),
+                           [&](const StageLink& s) { return hello.stage == s.name(); });
+    if (it == stages_.end() || it->control) {
+      throw RuntimeError("handshake: unexpected stage '" + hello.stage + "' (pid " +
+                         std::to_string(hello.pid) + ")");
+    }
+    pending[p]->set_peer_name(it->name());
+    it->control.emplace(std::move(*pending[p]));
+    pending[p].reset();
+    hellos[static_cast<int>(it->id)] = hello;
+    ++greeted;
+  }
+  return hellos;
+}
+
+std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<StageId>& expected,
+                                                          Deadline deadline,
+                                                          const std::string& doing) {
+  const auto start = Clock::now();
+  for (;;) {
+    // Buffered messages first, in stage order.
+    for (auto& s : stages_) {
+      if (s.finished || !s.control || !s.control->HasData()) continue;
+      ipc::ControlMessage m;
+      try {
+        m = s.control->Receive(deadline);
+      } catch (const PeerGoneError&) {
+        ReportGone(s, doing);
+      }
+      if (std::find(expected.begin(), expected.end(), s.id) == expected.end() ||
+          m.type == static_cast<uint32_t>(ipc::MsgType::kFailed)) {
+        ipc::ExpectType(m, ipc::MsgType::kTurnDone,
+                        std::string(s.name()) + " (during " + doing + ")");
+        throw RuntimeError(std::string("protocol error: ") + s.name() + " sent " +
+                           ipc::MsgTypeName(m.type) + " out of turn during " + doing);
+      }
+      return {s.id, std::move(m)};
+    }
+    std::vector<int> fds;
+    for (auto& s : stages_) fds.push_back(s.control && !s.finished ? s.control->fd() : -1);
+    for (auto& s : stages_) fds.push_back(s.finished ? -1 : s.child.pidfd());
+    const int ready = ipc::WaitReadable(fds, std::min(deadline, Clock::now() + kPollSlice));
+    if (ready >= static_cast<int>(stages_.size())) {
+      StageLink& s = stages_[ready - stages_.size()];
+      // A stage that failed cleanly has sent its reason first: read it.
+      if (s.control && s.control->HasData()) continue;
+      ReportGone(s, doing);
+    }
+    if (ready < 0 && Clock::now() >= deadline) {
+      std::string who;
+      for (StageId id : expected) who += (who.empty() ? "" : " and ") + std::string(StageName(id));
+      throw TimeoutError(who + " did not answer within " +
+                         std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) +
+                         " s during " + doing + " (pipeline.timeout_s)");
+    }
+  }
+}
+
+void StageGroup::KillAll() {
+  for (auto& s : stages_) {
+    if (!s.child.Poll()) {
+      s.child.Kill(SIGKILL);
+      s.child.Wait(Clock::now() + std::chrono::seconds(5));
+    }
+  }
+}
+
+}  // namespace up

@@ -1,0 +1,61 @@
+// The launcher's side of the stage processes: each stage's child process and
+// control connection, and the one place the launcher waits for them.
+//
+// Every wait watches all stages at once (their control sockets and their
+// pidfds), so the death of any process is seen at once, and ends at a
+// deadline with an error that says what was awaited. Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ipc/control_channel.h"
+#include "ipc/control_protocol.h"
+#include "launcher/child_process.h"
+#include "launcher/schedule.h"
+
+namespace up {
+
+struct StageLink {
+  StageId id;
+  std::string device;
+  ChildProcess child;
+  std::optional<ipc::ControlChannel> control;
+  int64_t peak_rss_bytes = 0;
+  double busy_s = 0;
+  bool finished = false;  // said Bye: its exit is expected, no longer watched
+  const char* name() const { return StageName(id); }
+};
+
+class StageGroup {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  explicit StageGroup(std::vector<StageLink> stages) : stages_(std::move(stages)) {}
+
+  StageLink& operator[](StageId id) { return stages_[static_cast<int>(id)]; }
+  std::vector<StageLink>& all() { return stages_; }
+
+  // Accepts one connection per stage on `listener` and reads its Hello.
+  // Returns the Hellos by StageId. A stage that dies first is reported.
+  std::vector<ipc::Hello> AcceptAll(ipc::ControlListener& listener, Deadline deadline);
+
+  // Waits for the next message from any stage in `expected`; a message from
+  // another stage, a Failed message, a closed socket or a dead process is an
+  // error naming the stage and `doing` ("turn FB0 FB1 of step 3").
+  std::pair<StageId, ipc::ControlMessage> Await(const std::vector<StageId>& expected,
+                                                Deadline deadline, const std::string& doing);
+
+  // Kills every stage still running (SIGKILL) and reaps it.
+  void KillAll();
+
+ private:
+  [[noreturn]] void ReportGone(StageLink& stage, const std::string& doing);
+
+  std::vector<StageLink> stages_;
+};
+
+}  // namespace up

@@ -1,0 +1,204 @@
+// The pipeline as a user runs it: `unet-pipeline train` starts encoder_proc
+// and decoder_proc, and the result must equal `--single-process` bit for bit
+// (param_digest), for 2-D and 3-D and several micro-batch counts; nothing of
+// the run (process, shared-memory segment, socket folder) may remain.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+CommandResult Train(std::vector<std::string> args) {
+  args.insert(args.begin(), {BinPath("unet-pipeline"), "train"});
+  return RunCommand(args);
+}
+
+std::string Digest(const std::string& run) {
+  return JsonField(Slurp(run + "/summary.json"), "param_digest");
+}
+
+// Processes whose command line mentions `needle`.
+std::vector<int> ProcessesMentioning(const std::string& needle) {
+  std::vector<int> pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = Slurp(e.path().string() + "/cmdline");
+    for (char& c : cmdline) c = c ? c : ' ';
+    if (cmdline.find(needle) != std::string::npos && std::stoi(name) != getpid())
+      pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+void ExpectNothingLeft(const std::string& run) {
+  EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
+      << "a stage of " << run << " is still running";
+  const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
+  ASSERT_EQ(id.size(), 32u);
+  for (const auto& e : fs::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
+        << "leftover segment " << e.path();
+  }
+  for (const auto& e : fs::directory_iterator("/tmp")) {
+    EXPECT_EQ(e.path().filename().string().find("up-" + id), std::string::npos)
+        << "leftover socket dir " << e.path();
+  }
+}
+
+struct Case {
+  const char* config;
+  int micro_batches;
+  int steps;
+};
+
+class PipelineEqualsSingleProcess : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PipelineEqualsSingleProcess, SameParamDigest) {
+  const Case c = GetParam();
+  TempDir dir;
+  const std::vector<std::string> sets = {"--set",
+                                         "train.micro_batches=" + std::to_string(c.micro_batches),
+                                         "--set", "train.steps=" + std::to_string(c.steps)};
+  std::vector<std::string> pipe{"--config", SourcePath(c.config), "--out", dir / "pipe"};
+  pipe.insert(pipe.end(), sets.begin(), sets.end());
+  std::vector<std::string> single{"--single-process", "--config", SourcePath(c.config), "--out",
+                                  dir / "single"};
+  single.insert(single.end(), sets.begin(), sets.end());
+  CommandResult p = Train(pipe);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  CommandResult s = Train(single);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(Digest(dir / "pipe"), Digest(dir / "single"));
+  EXPECT_EQ(Digest(dir / "pipe").size(), 64u);
+  EXPECT_EQ(
+      Slurp(dir / "pipe/checkpoints/step-" + std::to_string(c.steps) + "/manifest.json").empty(),
+      false);
+  const std::string summary = Slurp(dir / "pipe/summary.json");
+  for (const char* who : {"launcher", "encoder", "decoder"}) {
+    EXPECT_NE(JsonField(summary, "peak_rss_bytes").find(who), std::string::npos) << summary;
+  }
+  EXPECT_NE(p.output.find("device turns"), std::string::npos) << p.output;
+  ExpectNothingLeft(dir / "pipe");
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, PipelineEqualsSingleProcess,
+                         ::testing::Values(Case{"configs/tiny.yaml", 1, 6},
+                                           Case{"configs/tiny.yaml", 2, 20},
+                                           Case{"configs/tiny.yaml", 4, 6},
+                                           Case{"configs/tiny3d.yaml", 1, 3},
+                                           Case{"configs/tiny3d.yaml", 4, 3}),
+                         [](const auto& info) {
+                           return std::string(fs::path(info.param.config).stem()) + "_mb" +
+                                  std::to_string(info.param.micro_batches);
+                         });
+
+TEST(Pipeline, ClippingAndOverlappedSchedulesEqualSingleProcess) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  const std::vector<std::string> common = {
+      "--config", config,          "--set", "train.micro_batches=4",
+      "--set",    "train.steps=5", "--set", "train.grad_clip=0.5"};
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    extra.insert(extra.end(), {"--out", dir / out});
+    CommandResult r = Train(extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Digest(dir / out);
+  };
+  const std::string reference = run("single", {"--single-process"});
+  EXPECT_EQ(run("sequential", {}), reference);
+  EXPECT_EQ(run("gpipe", {"--set", "pipeline.lock=off", "--set", "pipeline.schedule=gpipe"}),
+            reference);
+  EXPECT_EQ(run("1f1b", {"--set", "pipeline.lock=off", "--set", "pipeline.schedule=1f1b"}),
+            reference);
+}
+
+TEST(Pipeline, ResumeContinuesToTheSameDigest) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  ASSERT_EQ(Train({"--single-process", "--config", config, "--set", "train.steps=8", "--out",
+                   dir / "straight"})
+                .exit_code,
+            0);
+  ASSERT_EQ(Train({"--config", config, "--set", "train.steps=4", "--out", dir / "pipe"}).exit_code,
+            0);
+  CommandResult r = Train({"--resume", dir / "pipe", "--set", "train.steps=8"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Digest(dir / "pipe"), Digest(dir / "straight"));
+  ExpectNothingLeft(dir / "pipe");
+}
+
+TEST(Pipeline, OverlappedScheduleOnASharedDeviceIsRefused) {
+  TempDir dir;
+  CommandResult r = Train({"--config", SourcePath("configs/tiny.yaml"), "--set",
+                           "pipeline.schedule=gpipe", "--out", dir / "run"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("pipeline.lock: off"), std::string::npos) << r.output;
+}
+
+TEST(Pipeline, MissingStageBinaryIsAClearError) {
+  TempDir dir;
+  fs::copy_file(BinPath("unet-pipeline"), dir / "unet-pipeline");
+  CommandResult r = RunCommand({dir / "unet-pipeline", "train", "--config",
+                                SourcePath("configs/tiny.yaml"), "--out", dir / "run"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("encoder_proc"), std::string::npos) << r.output;
+}
+
+TEST(Pipeline, KilledStageEndsTheRunCleanly) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  CommandResult result;
+  std::thread launcher([&] {
+    result = Train(
+        {"--config", SourcePath("configs/tiny.yaml"), "--set", "train.steps=100000", "--out", run});
+  });
+  // Wait for the encoder to be training, then kill it.
+  std::vector<int> victims;
+  for (int i = 0; i < 300 && victims.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (Slurp(run + "/metrics.jsonl").empty()) continue;
+    for (int pid : ProcessesMentioning(run + "/config.yaml")) {
+      if (Slurp("/proc/" + std::to_string(pid) + "/cmdline").find("encoder_proc") !=
+          std::string::npos) {
+        victims.push_back(pid);
+      }
+    }
+  }
+  ASSERT_FALSE(victims.empty()) << "the encoder never started training";
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(victims[0], SIGKILL);
+  launcher.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("encoder stage killed by signal 9"), std::string::npos)
+      << result.output;
+  EXPECT_LT(seconds, 10.0) << "the launcher should notice at once";
+  EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
+      << "the decoder must not outlive the run";
+  const size_t at = result.output.find("run id ");
+  ASSERT_NE(at, std::string::npos) << result.output;
+  const std::string id = result.output.substr(at + 7, 32);
+  for (const char* folder : {"/dev/shm", "/tmp"}) {
+    for (const auto& e : fs::directory_iterator(folder)) {
+      EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
+          << "leftover " << e.path();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace up::test

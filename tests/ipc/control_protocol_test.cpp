@@ -1,0 +1,82 @@
+// Control messages: every message round-trips; malformed input is an error,
+// never a crash or a huge allocation; the launcher's handshake check.
+#include "ipc/control_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include "common/errors.h"
+#include "launcher/handshake.h"
+
+namespace up::ipc {
+namespace {
+
+TEST(ControlProtocol, MessagesRoundTrip) {
+  Hello h{kProtocolVersion, "decoder", 4242, "abc", "bottleneck:1x2:f32"};
+  Hello h2 = DecodeHello(Encode(h));
+  EXPECT_EQ(h2.stage, "decoder");
+  EXPECT_EQ(h2.pid, 4242);
+  EXPECT_EQ(h2.config_sha256, "abc");
+  EXPECT_EQ(h2.boundary_signature, h.boundary_signature);
+
+  TurnRequest t{
+      7, {{Op::kForwardBackward, 0}, {Op::kForwardBackward, 1}, {Op::kStep, -1}}, {1.5f, 2.5f}};
+  TurnRequest t2 = DecodeTurn(Encode(t));
+  EXPECT_EQ(t2.step, 7);
+  EXPECT_EQ(t2.actions, t.actions);
+  EXPECT_EQ(t2.peer_norms, t.peer_norms);
+
+  TurnReport r{3, 0.25, 1.125, {1, 2, 3}, {0.5f}, 99};
+  TurnReport r2 = DecodeTurnDone(Encode(r));
+  EXPECT_EQ(r2.loss, 1.125);
+  EXPECT_EQ(r2.dice_counts, r.dice_counts);
+  EXPECT_EQ(r2.norms, r.norms);
+  EXPECT_EQ(r2.rss_bytes, 99);
+
+  EXPECT_EQ(DecodeSave(Encode(SaveRequest{5, "/x/encoder.pt"})).path, "/x/encoder.pt");
+  EXPECT_EQ(DecodeSaved(EncodeSaved(5)), 5);
+  EXPECT_EQ(DecodeBye(EncodeBye(1234)), 1234);
+  EXPECT_EQ(DecodeReject(EncodeReject("no")), "no");
+  EXPECT_EQ(DecodeFailed(Encode(Failure{2, "bad"})).message, "bad");
+}
+
+TEST(ControlProtocol, TruncatedOrWrongTypeIsAnError) {
+  ControlMessage m = Encode(TurnRequest{1, {{Op::kForward, 0}}, {}});
+  m.payload.resize(m.payload.size() - 3);
+  EXPECT_THROW(DecodeTurn(m), RuntimeError);
+  EXPECT_THROW(DecodeTurn(EncodeSaved(1)), RuntimeError);
+  ControlMessage bad_op = Encode(TurnRequest{1, {{Op::kForward, 0}}, {}});
+  bad_op.payload[12] = 77;  // the first action's op
+  EXPECT_THROW(DecodeTurn(bad_op), RuntimeError);
+}
+
+TEST(ControlProtocol, HugeCountsAreRejectedBeforeAllocating) {
+  ControlMessage m = Encode(TurnRequest{1, {}, {}});
+  m.payload[8] = '\xff';
+  m.payload[9] = '\xff';
+  m.payload[10] = '\xff';
+  m.payload[11] = '\x7f';
+  EXPECT_THROW(DecodeTurn(m), RuntimeError);
+}
+
+TEST(ControlProtocol, FailedMessageBecomesTheStagesError) {
+  try {
+    ExpectType(Encode(Failure{2, "data.path: missing"}), MsgType::kTurnDone, "encoder");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.path: missing"), std::string::npos);
+  }
+  EXPECT_THROW(ExpectType(Encode(Failure{1, "x"}), MsgType::kTurnDone, "encoder"), RuntimeError);
+  EXPECT_THROW(ExpectType(EncodeBye(1), MsgType::kTurnDone, "encoder"), RuntimeError);
+}
+
+TEST(Handshake, NamesWhatDiffers) {
+  Hello h{kProtocolVersion, "encoder", 1, "sha-a", "b:1"};
+  EXPECT_EQ(HandshakeProblem(h, "sha-a", "b:1"), "");
+  EXPECT_NE(HandshakeProblem(h, "sha-b", "b:1").find("different config"), std::string::npos);
+  EXPECT_NE(HandshakeProblem(h, "sha-a", "b:2").find("boundary"), std::string::npos);
+  h.protocol = 99;
+  EXPECT_NE(HandshakeProblem(h, "sha-a", "b:1").find("protocol 99"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace up::ipc
