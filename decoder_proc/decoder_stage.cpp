@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/checkpoint.h"
+#include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/loss.h"
@@ -25,18 +26,26 @@ DecoderStage::DecoderStage(const Config& config, ipc::TensorSender& to_encoder,
     : config_(config),
       to_encoder_(to_encoder),
       from_encoder_(from_encoder),
+      device_(ParseDevice(config.pipeline.decoder.device, "pipeline.stages.decoder.device")),
       model_(config.model, DecoderInitSeed(config.train.seed)),
-      optimizer_(*model_, config.train),
+      optimizer_((model_->to(device_), *model_), config.train),
       data_(MakeDataset(config)),
       spec_(BoundaryShapes(config.model, config.data.size,
                            config.train.batch_size / config.train.micro_batches)) {
   model_->train();
+  if (ShouldPark(config.pipeline.park,
+                 ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device"),
+                 device_)) {
+    parking_ = std::make_unique<StageParking>(*model_, optimizer_.optimizer(), device_);
+    parking_->Park();  // the device belongs to whoever holds the turn
+  }
 }
 
 std::string DecoderStage::BoundarySignature() const { return up::BoundarySignature(config_); }
 
 ipc::TurnReport DecoderStage::RunTurn(const ipc::TurnRequest& turn) {
   const auto start = Clock::now();
+  ParkedOutsideTurn turn_guard(parking_.get());
   if (turn.step != step_) {
     optimizer_.BeginStep(turn.step);
     step_ = turn.step;
@@ -89,13 +98,16 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
                          in.tensors[i].name + "' " + c10::str(t.sizes()) + ", expected '" +
                          spec_.names[i] + "' " + c10::str(spec_.shapes[i]));
     }
-    t.requires_grad_(true);  // a leaf viewing the ring's slot
-    (i == 0 ? b.bottleneck : b.skips.emplace_back()) = t;
+    // A leaf: on the CPU it views the ring's slot, on a GPU it is a copy.
+    torch::Tensor leaf = device_.is_cpu() ? t : t.to(device_);
+    leaf.requires_grad_(true);
+    (i == 0 ? b.bottleneck : b.skips.emplace_back()) = leaf;
   }
   MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
-  torch::Tensor logits = model_->forward(b);  // (n, K, *S)
+  torch::Tensor logits = model_->forward(b);      // (n, K, *S)
+  torch::Tensor masks = batch.masks.to(device_);  // (n, *S)
   torch::Tensor loss =
-      SegmentationLoss(logits, batch.masks, config_.train.loss) / config_.train.micro_batches;
+      SegmentationLoss(logits, masks, config_.train.loss) / config_.train.micro_batches;
   loss.backward();
 
   std::vector<ipc::NamedTensor> grads;
@@ -109,7 +121,7 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
   from_encoder_.Release(in);
 
   DiceCounter dice(config_.model.num_classes);
-  dice.Add(logits, batch.masks);
+  dice.Add(logits, masks);
   if (dice_counts->empty()) dice_counts->assign(dice.counts().size(), 0);
   for (size_t i = 0; i < dice.counts().size(); ++i) (*dice_counts)[i] += dice.counts()[i];
   return loss.item<double>();
@@ -121,6 +133,8 @@ void DecoderStage::Save(const ipc::SaveRequest& request) {
 
 void DecoderStage::Load(const std::string& path) {
   const int64_t step = LoadStageFile(path, *model_, optimizer_.optimizer());
+  MoveTrainingState(*model_, optimizer_.optimizer(),
+                    parking_ ? torch::Device(torch::kCPU) : device_);
   LogInfo(Str("resumed from ", path, " at step ", step));
 }
 

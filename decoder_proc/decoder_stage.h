@@ -7,6 +7,9 @@
 //          release the slot.
 //   S:     clip with the global norm (the encoder's norms, then this
 //          stage's) and step.
+// On a GPU the received boundary is copied to the device first (the ring
+// lives in host memory); with parking on, the training state leaves the
+// device between turns.
 // The turn's report carries the loss and the Dice counts of its micro-batches.
 #pragma once
 
@@ -14,6 +17,7 @@
 
 #include "common/dataset.h"
 #include "common/stage_optimizer.h"
+#include "common/stage_parking.h"
 #include "common/unet.h"
 #include "ipc/stage_worker.h"
 
@@ -38,8 +42,10 @@ class DecoderStage : public ipc::StageWorker {
   Config config_;
   ipc::TensorSender& to_encoder_;
   ipc::TensorReceiver& from_encoder_;
+  torch::Device device_;
   UNetDecoder model_;
   StageOptimizer optimizer_;
+  std::unique_ptr<StageParking> parking_;  // null when the stage keeps its device
   std::unique_ptr<Dataset> data_;
   BoundarySpec spec_;
   int64_t step_ = -1;

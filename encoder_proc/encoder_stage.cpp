@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/checkpoint.h"
+#include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
 
@@ -24,21 +25,30 @@ EncoderStage::EncoderStage(const Config& config, ipc::TensorSender& to_decoder,
     : config_(config),
       to_decoder_(to_decoder),
       from_decoder_(from_decoder),
+      device_(ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device")),
       model_(config.model, EncoderInitSeed(config.train.seed)),
-      optimizer_(*model_, config.train),
-      data_(MakeDataset(config)) {
+      optimizer_((model_->to(device_), *model_), config.train),
+      data_(MakeDataset(config)),
+      recompute_(config.pipeline.activations == "recompute") {
   model_->train();
+  if (ShouldPark(config.pipeline.park, device_,
+                 ParseDevice(config.pipeline.decoder.device, "pipeline.stages.decoder.device"))) {
+    parking_ = std::make_unique<StageParking>(*model_, optimizer_.optimizer(), device_);
+    parking_->Park();  // the device belongs to whoever holds the turn
+  }
 }
 
 std::string EncoderStage::BoundarySignature() const { return up::BoundarySignature(config_); }
 
 ipc::TurnReport EncoderStage::RunTurn(const ipc::TurnRequest& turn) {
   const auto start = Clock::now();
+  ParkedOutsideTurn turn_guard(parking_.get());
   if (turn.step != step_) {
     optimizer_.BeginStep(turn.step);
     step_ = turn.step;
     backward_done_ = 0;
     kept_.clear();
+    inputs_.clear();
   }
   ipc::TurnReport report;
   report.step = turn.step;
@@ -72,18 +82,43 @@ ipc::TurnReport EncoderStage::RunTurn(const ipc::TurnRequest& turn) {
 
 void EncoderStage::Forward(int64_t step, int mb) {
   MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
-  Boundary out =
-      model_->forward(batch.images);  // bottleneck (n, 2F, S/2^L), skips[i] (n, F[i], S/2^i)
+  Boundary out;  // bottleneck (n, 2F, S/2^L), skips[i] (n, F[i], S/2^i)
+  if (recompute_) {
+    torch::NoGradGuard no_graph;  // only the input is kept; B runs the forward again
+    out = model_->forward(batch.images.to(device_));
+    inputs_[mb] = batch.images;
+  } else {
+    out = model_->forward(batch.images.to(device_));
+  }
   std::vector<ipc::NamedTensor> wire{{"bottleneck", out.bottleneck}};
   for (size_t i = 0; i < out.skips.size(); ++i)
     wire.push_back({"skip" + std::to_string(i), out.skips[i]});
   to_decoder_.Send(
       {static_cast<uint64_t>(step), static_cast<uint32_t>(mb), ipc::Direction::kForward}, wire,
       After(config_.pipeline.timeout_s));
-  kept_[mb] = std::move(out);
+  if (!recompute_) kept_[mb] = std::move(out);
+}
+
+Boundary EncoderStage::Recompute(int mb) {
+  auto input = inputs_.find(mb);
+  if (input == inputs_.end()) {
+    throw RuntimeError("encoder: B" + std::to_string(mb) + " without F" + std::to_string(mb));
+  }
+  // The forward already updated BatchNorm's running statistics once; this
+  // second pass must leave them as they are.
+  std::vector<torch::Tensor> saved;
+  for (const auto& b : model_->buffers()) saved.push_back(b.clone());
+  Boundary out = model_->forward(input->second.to(device_));
+  // set_data, not copy_: the graph just built saved these buffers, and an
+  // in-place write would bump their version and void the backward.
+  size_t i = 0;
+  for (auto& b : model_->buffers()) b.set_data(saved[i++]);
+  inputs_.erase(input);
+  return out;
 }
 
 void EncoderStage::Backward(int64_t step, int mb) {
+  if (recompute_) kept_[mb] = Recompute(mb);
   auto kept = kept_.find(mb);
   if (kept == kept_.end())
     throw RuntimeError("encoder: B" + std::to_string(mb) + " without F" + std::to_string(mb));
@@ -107,7 +142,7 @@ void EncoderStage::Backward(int64_t step, int mb) {
                          c10::str(grads.tensors[i].tensor.sizes()) + ", expected " +
                          c10::str(outputs[i].sizes()));
     }
-    grad_values.push_back(grads.tensors[i].tensor);
+    grad_values.push_back(grads.tensors[i].tensor.to(device_));
   }
   torch::autograd::backward(outputs, grad_values);
   from_decoder_.Release(grads);
@@ -120,6 +155,9 @@ void EncoderStage::Save(const ipc::SaveRequest& request) {
 
 void EncoderStage::Load(const std::string& path) {
   const int64_t step = LoadStageFile(path, *model_, optimizer_.optimizer());
+  // The file's tensors arrive on the CPU: put the whole state where it lives.
+  MoveTrainingState(*model_, optimizer_.optimizer(),
+                    parking_ ? torch::Device(torch::kCPU) : device_);
   LogInfo(Str("resumed from ", path, " at step ", step));
 }
 

@@ -8,6 +8,11 @@
 //         down, so autograd sums both gradients exactly as in one process.
 //   S:    clip with the global norm (this stage's norms, then the decoder's)
 //         and step.
+// With `pipeline.activations: recompute`, F runs without a graph and keeps
+// only the micro-batch's input (on the host); B re-runs the forward with
+// gradients first, with BatchNorm's running statistics saved and restored
+// around it so they end exactly as with `keep`.
+// With parking on, the whole training state leaves the device between turns.
 // A library first, so tests can run it in-process; main.cpp only starts it.
 #pragma once
 
@@ -16,6 +21,7 @@
 
 #include "common/dataset.h"
 #include "common/stage_optimizer.h"
+#include "common/stage_parking.h"
 #include "common/unet.h"
 #include "ipc/stage_worker.h"
 
@@ -36,15 +42,20 @@ class EncoderStage : public ipc::StageWorker {
  private:
   void Forward(int64_t step, int micro_batch);
   void Backward(int64_t step, int micro_batch);
+  Boundary Recompute(int micro_batch);  // the forward again, with a graph
 
   Config config_;
   ipc::TensorSender& to_decoder_;
   ipc::TensorReceiver& from_decoder_;
+  torch::Device device_;
   UNetEncoder model_;
   StageOptimizer optimizer_;
+  std::unique_ptr<StageParking> parking_;  // null when the stage keeps its device
   std::unique_ptr<Dataset> data_;
-  std::map<int, Boundary> kept_;  // forwarded, waiting for their backward
-  int64_t step_ = -1;             // the step whose gradients are accumulating
+  bool recompute_;
+  std::map<int, Boundary> kept_;         // keep: forwarded, waiting for their backward
+  std::map<int, torch::Tensor> inputs_;  // recompute: (n, C, *S) inputs on the host
+  int64_t step_ = -1;                    // the step whose gradients are accumulating
   int backward_done_ = 0;
 };
 

@@ -127,7 +127,13 @@ TurnRequest DecodeTurn(const ControlMessage& m) {
 
 ControlMessage Encode(const TurnReport& m) {
   WireWriter w;
-  w.I64(m.step).F64(m.busy_s).F64(m.loss).I64Vec(m.dice_counts).F32Vec(m.norms).I64(m.rss_bytes);
+  w.I64(m.step)
+      .F64(m.busy_s)
+      .F64(m.loss)
+      .I64Vec(m.dice_counts)
+      .F32Vec(m.norms)
+      .I64(m.rss_bytes)
+      .I64(m.device_peak_bytes);
   return Message(MsgType::kTurnDone, w.Take());
 }
 
@@ -141,6 +147,7 @@ TurnReport DecodeTurnDone(const ControlMessage& m) {
   t.dice_counts = r.I64Vec();
   t.norms = r.F32Vec();
   t.rss_bytes = r.I64();
+  t.device_peak_bytes = r.I64();
   r.ExpectDone();
   return t;
 }
@@ -174,17 +181,19 @@ int64_t DecodeSaved(const ControlMessage& m) {
 }
 
 ControlMessage EncodeFinish() { return Message(MsgType::kFinish); }
-ControlMessage EncodeBye(int64_t peak_rss_bytes) {
+ControlMessage Encode(const ByeReport& m) {
   WireWriter w;
-  w.I64(peak_rss_bytes);
+  w.I64(m.peak_rss_bytes).I64(m.device_peak_bytes);
   return Message(MsgType::kBye, w.Take());
 }
-int64_t DecodeBye(const ControlMessage& m) {
+ByeReport DecodeBye(const ControlMessage& m) {
   Check(m, MsgType::kBye);
   WireReader r(m.payload, "Bye message");
-  const int64_t rss = r.I64();
+  ByeReport b;
+  b.peak_rss_bytes = r.I64();
+  b.device_peak_bytes = r.I64();
   r.ExpectDone();
-  return rss;
+  return b;
 }
 
 ControlMessage Encode(const Failure& m) {

@@ -75,6 +75,7 @@ struct TurnReport {
   std::vector<int64_t> dice_counts;  // decoder: Dice counts this turn (empty otherwise)
   std::vector<float> norms;          // this stage's grad norms, once its backward is complete
   int64_t rss_bytes = 0;             // current resident set size
+  int64_t device_peak_bytes = 0;     // peak device memory so far (0 on CPU)
 };
 
 struct SaveRequest {
@@ -95,7 +96,11 @@ ControlMessage Encode(const TurnReport& m);
 ControlMessage Encode(const SaveRequest& m);
 ControlMessage EncodeSaved(int64_t step);
 ControlMessage EncodeFinish();
-ControlMessage EncodeBye(int64_t peak_rss_bytes);
+struct ByeReport {
+  int64_t peak_rss_bytes = 0;
+  int64_t device_peak_bytes = 0;
+};
+ControlMessage Encode(const ByeReport& m);
 ControlMessage Encode(const Failure& m);
 
 Hello DecodeHello(const ControlMessage& m);
@@ -104,7 +109,7 @@ TurnRequest DecodeTurn(const ControlMessage& m);
 TurnReport DecodeTurnDone(const ControlMessage& m);
 SaveRequest DecodeSave(const ControlMessage& m);
 int64_t DecodeSaved(const ControlMessage& m);
-int64_t DecodeBye(const ControlMessage& m);
+ByeReport DecodeBye(const ControlMessage& m);
 Failure DecodeFailed(const ControlMessage& m);
 
 // Throws RuntimeError naming both types when `m` is not of type `expected`

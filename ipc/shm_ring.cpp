@@ -113,7 +113,7 @@ std::unique_ptr<ShmRing> ShmRing::Create(const RingOptions& o) {
                      std::to_string(kMaxSegmentBytes) + " bytes in all");
   }
   const uint64_t payload = AlignUp(o.slot_payload_bytes);
-  const uint64_t stride = kSlotHeaderBytes + payload;
+  const uint64_t stride = kSlotHeaderBytes + (o.external_payload ? 0 : payload);
   const uint64_t total = sizeof(RingControl) + stride * o.slots;
   auto ring = std::unique_ptr<ShmRing>(new ShmRing(ShmSegment::Create(o.name, total)));
 
@@ -158,10 +158,11 @@ std::unique_ptr<ShmRing> ShmRing::Open(const std::string& name, const RunId& exp
   }
   const uint64_t count = ctl.slot_count;
   const uint64_t payload = ctl.slot_payload_bytes;
-  const bool sizes_ok = count >= 1 && count <= kMaxSlots && payload % kPayloadAlign == 0 &&
-                        payload <= kMaxSegmentBytes &&
-                        ctl.slot_stride == kSlotHeaderBytes + payload &&
-                        seg.size() >= sizeof(RingControl) + count * ctl.slot_stride;
+  const bool sizes_ok =
+      count >= 1 && count <= kMaxSlots && payload % kPayloadAlign == 0 &&
+      payload <= kMaxSegmentBytes &&
+      (ctl.slot_stride == kSlotHeaderBytes + payload || ctl.slot_stride == kSlotHeaderBytes) &&
+      seg.size() >= sizeof(RingControl) + count * ctl.slot_stride;
   if (!sizes_ok) {
     throw RuntimeError(where + " has inconsistent sizes: slot_count " + std::to_string(count) +
                        ", slot_payload_bytes " + std::to_string(payload) + ", slot_stride " +
@@ -317,7 +318,10 @@ WriteSlot ShmRing::BeginWrite(const MessageMeta& meta, const std::vector<TensorS
   WriteSlot slot{seq, meta, {}};
   unsigned char* data = slot_payload(seq);
   slot.tensor_data.reserve(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) slot.tensor_data.push_back(data + entries[i].offset);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    slot.tensor_data.push_back(external_payload() ? nullptr : data + entries[i].offset);
+    slot.offsets.push_back(entries[i].offset);
+  }
   return slot;
 }
 
@@ -366,7 +370,9 @@ ReadSlot ShmRing::Receive(Deadline deadline) {
   ReadSlot out{seq, MessageMeta{h.step, h.micro_batch, h.direction}, {}, {}};
   const uint32_t n = std::min(h.n_tensors, kMaxTensors);  // checked above; min keeps it safe
   out.tensors.assign(h.tensors, h.tensors + n);
-  for (const TensorEntry& e : out.tensors) out.tensor_data.push_back(slot_payload(seq) + e.offset);
+  for (const TensorEntry& e : out.tensors) {
+    out.tensor_data.push_back(external_payload() ? nullptr : slot_payload(seq) + e.offset);
+  }
   ++read_seq_;
   return out;
 }

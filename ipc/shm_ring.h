@@ -34,6 +34,9 @@ struct RingOptions {
   RunId run_id;      // must not be all zero
   uint32_t slots = 0;
   uint64_t slot_payload_bytes = 0;  // rounded up to kPayloadAlign
+  // The payload lives elsewhere (a CUDA IPC device slab of the same layout):
+  // slots hold headers only, and the tensor tables' offsets point into it.
+  bool external_payload = false;
 };
 
 struct TensorSpec {
@@ -51,7 +54,8 @@ struct MessageMeta {
 struct WriteSlot {
   uint64_t seq;
   MessageMeta meta;
-  std::vector<void*> tensor_data;  // one per spec, into the slot's payload
+  std::vector<void*> tensor_data;  // one per spec, into the slot's payload (null if external)
+  std::vector<uint64_t> offsets;   // one per spec, from the start of the slot's payload
 };
 
 struct ReadSlot {
@@ -108,6 +112,7 @@ class ShmRing {
   size_t mapped_bytes() const { return segment_.size(); }
   uint32_t slots() const { return slot_count_; }
   uint64_t slot_payload_bytes() const { return slot_payload_bytes_; }
+  bool external_payload() const { return slot_stride_ == kSlotHeaderBytes; }
   const std::string& name() const { return segment_.name(); }
   // Messages committed / contiguous slots released (for tests and stats).
   uint64_t head() const;

@@ -7,10 +7,12 @@
 #include <iostream>
 #include <optional>
 
+#include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/proc_stats.h"
 #include "common/sha256.h"
+#include "ipc/cuda_ipc_channel.h"
 
 namespace up::ipc {
 namespace {
@@ -67,7 +69,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
 }
 
 // Answers the launcher until Finish. Throws on any failure.
-void Serve(StageWorker& worker, ControlChannel& control, double wait_s) {
+void Serve(StageWorker& worker, ControlChannel& control, double wait_s,
+           const torch::Device& device) {
   for (;;) {
     ControlMessage m = control.Receive(After(wait_s));
     switch (static_cast<MsgType>(m.type)) {
@@ -75,6 +78,7 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s) {
         const TurnRequest turn = DecodeTurn(m);
         TurnReport report = worker.RunTurn(turn);
         report.rss_bytes = CurrentRssBytes();
+        report.device_peak_bytes = PeakDeviceBytes(device);
         control.Send(Encode(report));
         break;
       }
@@ -85,7 +89,7 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s) {
         break;
       }
       case MsgType::kFinish:
-        control.Send(EncodeBye(PeakRssBytes()));
+        control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
         return;
       default:
         throw RuntimeError(std::string("protocol error: the launcher sent ") + MsgTypeName(m.type));
@@ -109,10 +113,32 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     const RunId run_id = RunId::FromHex(args.run_id);
     std::unique_ptr<ShmRing> send_ring = ShmRing::Open(args.send_ring, run_id);
     std::unique_ptr<ShmRing> recv_ring = ShmRing::Open(args.recv_ring, run_id);
-    ShmTensorSender sender(*send_ring);
-    ShmTensorReceiver receiver(*recv_ring);
-    ctx.sender = &sender;
-    ctx.receiver = &receiver;
+    const StagePlacement& placement =
+        stage == "encoder" ? ctx.config.pipeline.encoder : ctx.config.pipeline.decoder;
+    const torch::Device device =
+        ParseDevice(placement.device, "pipeline.stages." + stage + ".device");
+    ApplyMemoryCapFromEnv(device);
+    std::unique_ptr<TensorSender> sender;
+    std::unique_ptr<TensorReceiver> receiver;
+    if (ctx.config.pipeline.transport == "cuda_ipc") {
+      if (!device.is_cuda()) {
+        throw UsageError("pipeline.transport = cuda_ipc: the " + stage + " runs on " +
+                         placement.device +
+                         "; CUDA IPC needs both stages on CUDA devices (or use shm)");
+      }
+      sender = MakeCudaIpcSender(*send_ring, device.index());
+      receiver = MakeCudaIpcReceiver(*recv_ring, device.index());
+    } else {
+      sender = std::make_unique<ShmTensorSender>(*send_ring);
+      receiver = std::make_unique<ShmTensorReceiver>(*recv_ring);
+      if (device.is_cuda()) {
+        // Pinned once per process, so device copies from and into the rings run at full speed.
+        RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
+        RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
+      }
+    }
+    ctx.sender = sender.get();
+    ctx.receiver = receiver.get();
     torch::set_num_threads(ctx.config.train.threads);
 
     std::unique_ptr<StageWorker> worker = factory(ctx);
@@ -131,7 +157,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
 
     // Between turns a stage waits while the other stage computes a whole
     // turn, so its limit is longer than one turn's.
-    Serve(*worker, *control, 2 * timeout_s + 60);
+    Serve(*worker, *control, 2 * timeout_s + 60, device);
     return 0;
   } catch (const PeerGoneError& e) {
     // The launcher or the other stage is gone: the launcher reports it.

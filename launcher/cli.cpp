@@ -9,9 +9,11 @@
 #include <iostream>
 
 #include "common/checkpoint.h"
+#include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/run_dir.h"
+#include "launcher/commands.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 
@@ -24,15 +26,16 @@ constexpr const char* kUsage =
     "usage: unet-pipeline <command> [options]\n"
     "commands:\n"
     "  train     train a U-Net (the pipeline, or --single-process)\n"
+    "  plan      predict peak device memory and whether it fits a card\n"
     "  --version versions and what this build supports\n"
     "run `unet-pipeline <command> --help` for a command's options";
 
 int Version() {
   std::cout << "unet-pipeline 0.1.0\n"
             << "LibTorch " << TORCH_VERSION << "\n"
-            << "CUDA support built: "
-            << (torch::cuda::is_available() || at::hasCUDA() ? "yes" : "no") << "\n"
-            << "CUDA devices visible: " << torch::cuda::device_count() << "\n";
+            << "CUDA support built: " << (CudaBuilt() ? "yes" : "no") << "\n"
+            << "CUDA devices visible: " << CudaDeviceCount() << "\n"
+            << "transports: shm" << (CudaBuilt() ? ", cuda_ipc (needs a GPU)" : "") << "\n";
   return 0;
 }
 
@@ -124,7 +127,8 @@ int LauncherMain(int argc, char** argv) {
       return 0;
     }
     if (command == "train") return Train(argc - 1, argv + 1);
-    throw UsageError("unknown command '" + command + "'; commands: train, --version");
+    if (command == "plan") return PlanCommand(argc - 1, argv + 1);
+    throw UsageError("unknown command '" + command + "'; commands: train, plan, --version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "common/device_memory.h"
 #include "common/digest.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
@@ -14,7 +15,9 @@
 #include "common/proc_stats.h"
 #include "common/sha256.h"
 #include "common/stage_optimizer.h"
+#include "common/stage_parking.h"
 #include "common/unet.h"
+#include "ipc/cuda_ipc_channel.h"
 #include "ipc/shm_ring.h"
 #include "launcher/device_lock.h"
 #include "launcher/handshake.h"
@@ -76,20 +79,27 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                          const std::optional<CheckpointRef>& resume) {
   const TrainConfig& t = config.train;
   const PipelineConfig& p = config.pipeline;
-  if (p.transport != "shm") {
+  // Devices are checked here, before any process starts.
+  const torch::Device enc_device = ParseDevice(p.encoder.device, "pipeline.stages.encoder.device");
+  const torch::Device dec_device = ParseDevice(p.decoder.device, "pipeline.stages.decoder.device");
+  const bool parking = ShouldPark(p.park, enc_device, dec_device);
+  const bool cuda_ipc = p.transport == "cuda_ipc";
+  if (p.transport != "shm" && !cuda_ipc) {
     throw UsageError("pipeline.transport = " + p.transport +
-                     ": not available in this build yet; use shm");
+                     ": not available in this build yet; use shm" +
+                     (CudaBuilt() ? " or cuda_ipc" : ""));
   }
-  if (p.encoder.device != "cpu" || p.decoder.device != "cpu") {
+  if (cuda_ipc && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
     throw UsageError(
-        "pipeline.stages.*.device: only cpu stages are supported by this build so far; got "
-        "encoder=" +
-        p.encoder.device + " decoder=" + p.decoder.device);
+        "pipeline.transport = cuda_ipc: both stages must be on CUDA devices (encoder " +
+        p.encoder.device + ", decoder " + p.decoder.device + "); use shm");
   }
   const bool lock_on = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule);
   const ScheduleKind kind = ParseScheduleKind(p.schedule);
   const bool global_norms = t.grad_clip > 0;
   const std::vector<Phase> phases = StepSchedule(kind, t.micro_batches, global_norms);
+  LogInfo(Str("pipeline: encoder on ", enc_device.str(), ", decoder on ", dec_device.str(),
+              parking ? " (parking between turns)" : "", ", activations ", p.activations));
   LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeSchedule(phases), ", lock ",
               lock_on ? "on" : "off", ", transport ", p.transport));
 
@@ -206,6 +216,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         locks.Release(s.device, id);
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
         s.busy_s += report.busy_s;
+        s.rss_bytes = report.rss_bytes;
+        s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
         held_s[static_cast<int>(id)] +=
             std::chrono::duration<double>(Clock::now() - phase_start).count();
         if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
@@ -222,10 +234,18 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         .Field("step_s", step_s)
         .Field("samples_per_s", t.batch_size / step_s);
     run.AppendMetrics(line.str());
-    char turns[96];
-    std::snprintf(turns, sizeof(turns), "%s: encoder %.0f%% decoder %.0f%%",
+    char turns[192];
+    const StageLink& e = stages[StageId::kEncoder];
+    const StageLink& d = stages[StageId::kDecoder];
+    std::snprintf(turns, sizeof(turns),
+                  "%s: encoder %.0f%% decoder %.0f%%  rss: encoder %.0f MiB decoder %.0f MiB%s",
                   lock_on ? "device turns" : "busy", 100 * held_s[0] / step_s,
-                  100 * held_s[1] / step_s);
+                  100 * held_s[1] / step_s, e.rss_bytes / 1048576.0, d.rss_bytes / 1048576.0,
+                  enc_device.is_cuda() || dec_device.is_cuda()
+                      ? Str("  device peak: encoder ", e.device_peak_bytes >> 20, " MiB decoder ",
+                            d.device_peak_bytes >> 20, " MiB")
+                            .c_str()
+                      : "");
     progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s, turns);
     summary.final_loss = loss;
 
@@ -254,7 +274,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   while (!waiting.empty()) {
     auto [id, m] = stages.Await(waiting, After(p.timeout_s), "shutdown");
     ipc::ExpectType(m, ipc::MsgType::kBye, StageName(id));
-    stages[id].peak_rss_bytes = ipc::DecodeBye(m);
+    const ipc::ByeReport bye = ipc::DecodeBye(m);
+    stages[id].peak_rss_bytes = bye.peak_rss_bytes;
+    stages[id].device_peak_bytes = std::max(stages[id].device_peak_bytes, bye.device_peak_bytes);
     stages[id].finished = true;
     waiting.erase(std::find(waiting.begin(), waiting.end(), id));
   }
@@ -277,7 +299,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   summary.samples_per_s =
       summary.wall_s > 0 ? (t.steps - start) * t.batch_size / summary.wall_s : 0;
 
-  JsonWriter rss, busy;
+  JsonWriter rss, busy, device_peak;
+  device_peak.Field("encoder", stages[StageId::kEncoder].device_peak_bytes)
+      .Field("decoder", stages[StageId::kDecoder].device_peak_bytes);
   rss.Field("launcher", PeakRssBytes())
       .Field("encoder", stages[StageId::kEncoder].peak_rss_bytes)
       .Field("decoder", stages[StageId::kDecoder].peak_rss_bytes);
@@ -293,6 +317,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       .Field("wall_s", summary.wall_s)
       .Field("samples_per_s", summary.samples_per_s)
       .Raw("peak_rss_bytes", rss.str())
+      .Raw("peak_device_bytes", device_peak.str())
       .Raw("busy_fraction", busy.str())
       .Field("param_digest", summary.param_digest);
   run.WriteSummary(out.str());

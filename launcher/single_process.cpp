@@ -5,12 +5,14 @@
 #include <filesystem>
 
 #include "common/dataset.h"
+#include "common/device_memory.h"
 #include "common/digest.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/loss.h"
 #include "common/proc_stats.h"
 #include "common/stage_optimizer.h"
+#include "common/stage_parking.h"
 #include "common/unet.h"
 #include "launcher/progress.h"
 
@@ -29,7 +31,12 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 TrainSummary RunSingleProcess(const Config& config, RunDir& run,
                               const std::optional<CheckpointRef>& resume) {
   const TrainConfig& t = config.train;
+  // The whole model on the encoder's device (the pipeline's placement of one half).
+  const torch::Device device =
+      ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device");
+  ApplyMemoryCapFromEnv(device);
   UNet model(config.model, t.seed);
+  model->to(device);
   model->train();
   StageOptimizer enc_opt(*model->encoder, t);
   StageOptimizer dec_opt(*model->decoder, t);
@@ -55,11 +62,12 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     double loss_sum = 0;
     for (int mb = 0; mb < t.micro_batches; ++mb) {
       MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
-      torch::Tensor logits = model->forward(batch.images);  // (n, K, *S)
-      torch::Tensor loss = SegmentationLoss(logits, batch.masks, t.loss) / t.micro_batches;
+      torch::Tensor masks = batch.masks.to(device);                    // (n, *S)
+      torch::Tensor logits = model->forward(batch.images.to(device));  // (n, K, *S)
+      torch::Tensor loss = SegmentationLoss(logits, masks, t.loss) / t.micro_batches;
       loss.backward();
       loss_sum += loss.item<double>();
-      dice.Add(logits, batch.masks);
+      dice.Add(logits, masks);
     }
     torch::Tensor norms =
         torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P_enc + P_dec,)
@@ -94,8 +102,9 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
       summary.wall_s > 0 ? (t.steps - start) * t.batch_size / summary.wall_s : 0;
   summary.param_digest = ParamDigest(NamedState(*model->encoder), NamedState(*model->decoder));
 
-  JsonWriter rss;
+  JsonWriter rss, device_peak;
   rss.Field("trainer", PeakRssBytes());
+  device_peak.Field("trainer", PeakDeviceBytes(device));
   JsonWriter out;
   out.Field("mode", "single-process")
       .Field("steps", summary.steps)
@@ -103,6 +112,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
       .Field("wall_s", summary.wall_s)
       .Field("samples_per_s", summary.samples_per_s)
       .Raw("peak_rss_bytes", rss.str())
+      .Raw("peak_device_bytes", device_peak.str())
       .Field("param_digest", summary.param_digest);
   run.WriteSummary(out.str());
   return summary;

@@ -25,6 +25,8 @@ struct StageLink {
   ChildProcess child;
   std::optional<ipc::ControlChannel> control;
   int64_t peak_rss_bytes = 0;
+  int64_t rss_bytes = 0;  // at the last TurnDone
+  int64_t device_peak_bytes = 0;
   double busy_s = 0;
   bool finished = false;  // said Bye: its exit is expected, no longer watched
   const char* name() const { return StageName(id); }

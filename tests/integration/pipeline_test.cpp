@@ -140,6 +140,66 @@ TEST(Pipeline, ResumeContinuesToTheSameDigest) {
   ExpectNothingLeft(dir / "pipe");
 }
 
+TEST(Pipeline, RecomputeAndParkingEqualKeepWithBatchNorm) {
+  // tiny uses BatchNorm: recompute must leave its running statistics exactly
+  // as keep does, and parking must not change a bit.
+  TempDir dir;
+  const std::vector<std::string> common = {"--config", SourcePath("configs/tiny.yaml"),
+                                           "--set",    "train.micro_batches=4",
+                                           "--set",    "train.steps=5"};
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    extra.insert(extra.end(), {"--out", dir / out});
+    CommandResult r = Train(extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Digest(dir / out);
+  };
+  const std::string keep = run("keep", {});
+  EXPECT_EQ(run("single", {"--single-process"}), keep);
+  EXPECT_EQ(run("recompute", {"--set", "pipeline.activations=recompute"}), keep);
+  EXPECT_EQ(
+      run("parked", {"--set", "pipeline.park=always", "--set", "pipeline.activations=recompute"}),
+      keep);
+}
+
+TEST(Pipeline, CudaWithoutAGpuIsAClearError) {
+  TempDir dir;
+  CommandResult probe = RunCommand({BinPath("unet-pipeline"), "--version"});
+  if (probe.output.find("CUDA devices visible: 0") == std::string::npos) {
+    GTEST_SKIP() << "a CUDA device is visible here; this test checks the no-GPU error";
+  }
+  CommandResult r = Train({"--config", SourcePath("configs/tiny.yaml"), "--set",
+                           "pipeline.stages.decoder.device=cuda", "--out", dir / "run"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("pipeline.stages.decoder.device = cuda"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run/checkpoints"));
+  r = Train({"--config", SourcePath("configs/tiny.yaml"), "--set", "pipeline.transport=cuda_ipc",
+             "--out", dir / "run2"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("cuda_ipc"), std::string::npos) << r.output;
+}
+
+TEST(Plan, AnswersTheSixteenGiBQuestionForBrats16g) {
+  CommandResult r =
+      RunCommand({BinPath("unet-pipeline"), "plan", "--config", SourcePath("configs/brats16g.yaml"),
+                  "--gpu-mem", "16GiB", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"name\":\"single-process\""), std::string::npos) << r.output;
+  const size_t single = r.output.find("\"name\":\"single-process\"");
+  const size_t recompute = r.output.find("\"name\":\"pipeline recompute\"");
+  ASSERT_NE(recompute, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"fits\":false", single), std::string::npos);
+  EXPECT_NE(r.output.find("\"fits\":true", recompute), std::string::npos) << r.output;
+  CommandResult table = RunCommand(
+      {BinPath("unet-pipeline"), "plan", "--config", SourcePath("configs/brats16g.yaml")});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.output.find("NO"), std::string::npos) << table.output;
+  EXPECT_EQ(RunCommand({BinPath("unet-pipeline"), "plan", "--config",
+                        SourcePath("configs/tiny.yaml"), "--gpu-mem", "lots"})
+                .exit_code,
+            2);
+}
+
 TEST(Pipeline, OverlappedScheduleOnASharedDeviceIsRefused) {
   TempDir dir;
   CommandResult r = Train({"--config", SourcePath("configs/tiny.yaml"), "--set",

@@ -25,16 +25,18 @@ TEST(ControlProtocol, MessagesRoundTrip) {
   EXPECT_EQ(t2.actions, t.actions);
   EXPECT_EQ(t2.peer_norms, t.peer_norms);
 
-  TurnReport r{3, 0.25, 1.125, {1, 2, 3}, {0.5f}, 99};
+  TurnReport r{3, 0.25, 1.125, {1, 2, 3}, {0.5f}, 99, 7};
   TurnReport r2 = DecodeTurnDone(Encode(r));
   EXPECT_EQ(r2.loss, 1.125);
   EXPECT_EQ(r2.dice_counts, r.dice_counts);
   EXPECT_EQ(r2.norms, r.norms);
   EXPECT_EQ(r2.rss_bytes, 99);
+  EXPECT_EQ(r2.device_peak_bytes, 7);
 
   EXPECT_EQ(DecodeSave(Encode(SaveRequest{5, "/x/encoder.pt"})).path, "/x/encoder.pt");
   EXPECT_EQ(DecodeSaved(EncodeSaved(5)), 5);
-  EXPECT_EQ(DecodeBye(EncodeBye(1234)), 1234);
+  EXPECT_EQ(DecodeBye(Encode(ByeReport{1234, 56})).peak_rss_bytes, 1234);
+  EXPECT_EQ(DecodeBye(Encode(ByeReport{1234, 56})).device_peak_bytes, 56);
   EXPECT_EQ(DecodeReject(EncodeReject("no")), "no");
   EXPECT_EQ(DecodeFailed(Encode(Failure{2, "bad"})).message, "bad");
 }
@@ -66,7 +68,7 @@ TEST(ControlProtocol, FailedMessageBecomesTheStagesError) {
     EXPECT_NE(std::string(e.what()).find("data.path: missing"), std::string::npos);
   }
   EXPECT_THROW(ExpectType(Encode(Failure{1, "x"}), MsgType::kTurnDone, "encoder"), RuntimeError);
-  EXPECT_THROW(ExpectType(EncodeBye(1), MsgType::kTurnDone, "encoder"), RuntimeError);
+  EXPECT_THROW(ExpectType(Encode(ByeReport{1, 0}), MsgType::kTurnDone, "encoder"), RuntimeError);
 }
 
 TEST(Handshake, NamesWhatDiffers) {

@@ -1,0 +1,44 @@
+// Device memory, behind one interface with a CUDA and a CPU implementation
+// (device_memory_cuda.cpp is built when LibTorch has CUDA; otherwise
+// device_memory_cpu.cpp). Everything else calls these and builds without a GPU.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace up {
+
+// Parses "cpu", "cuda", "cuda:N". A CUDA device on a machine without one is a
+// UsageError naming the key (`what`) and the value.
+torch::Device ParseDevice(const std::string& value, const std::string& what);
+
+// Whether this build has CUDA support and how many devices are visible.
+bool CudaBuilt();
+int CudaDeviceCount();
+
+// Returns the caching allocator's unused blocks on `device` to the driver,
+// so another process sharing the GPU can use them. No-op on CPU.
+void ReleaseCachedMemory(const torch::Device& device);
+
+// Peak bytes allocated on `device` since start (0 on CPU).
+int64_t PeakDeviceBytes(const torch::Device& device);
+
+// Caps this process's share of `device` (fraction of its total memory), as
+// the 16 GiB checks need. No-op on CPU.
+void SetMemoryFraction(const torch::Device& device, double fraction);
+
+// Applies $UP_DEVICE_MEMORY_CAP_GIB (when set) as this process's cap on
+// `device`: how the GPU check proves a model trains within a 16 GiB card.
+void ApplyMemoryCapFromEnv(const torch::Device& device);
+
+// Host buffers: pinned (page-locked) when CUDA is usable, plain otherwise.
+torch::Tensor EmptyHostLike(const torch::Tensor& like);
+
+// Registers `bytes` at `address` (a shared-memory segment) as pinned memory
+// for fast copies, once per process; returns false when there is no GPU.
+bool RegisterHostMemory(void* address, size_t bytes);
+void UnregisterHostMemory(void* address);
+
+}  // namespace up

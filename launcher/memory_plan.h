@@ -1,0 +1,61 @@
+// Predicting peak device memory from shapes alone, for `unet-pipeline plan`.
+//
+// The model is an estimate with stated parts, not a measurement:
+//   state      weights + gradients + optimizer state (Adam 2x, SGD 1x) + buffers
+//   activations what autograd keeps per sample: per double convolution at
+//              width F over V voxels, ~4*F*V (norm inputs, ReLU outputs), plus
+//              its input; per decoder level ~6*F*V (the concatenation is 2F);
+//              max-pool indices (int64); the head's logits and softmax
+//   boundary   the bottleneck and every skip of one micro-batch (and their
+//              gradients) as they sit on the device
+//   workspace  the transient of a backward step: twice the stage's largest
+//              single activation tensor for one micro-batch
+//   context    a stated allowance per process for the CUDA context, cuDNN
+//              and allocator slack
+// Pure arithmetic, tested on small models whose numbers can be counted by hand.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+
+namespace up {
+
+inline constexpr int64_t kContextAllowanceBytes = 1LL << 30;  // per process
+
+struct StageCounts {
+  int64_t parameters = 0;
+  int64_t buffer_elements = 0;
+  int64_t activation_elements = 0;  // per sample, kept for the backward
+  int64_t largest_tensor = 0;       // per sample, elements
+};
+
+// Per-half counts (parameters exact; activations per the model above).
+StageCounts EncoderCounts(const Config& config);
+StageCounts DecoderCounts(const Config& config);
+
+struct PlanRow {
+  std::string name;        // "single-process", "pipeline keep", "pipeline recompute"
+  std::string peak_phase;  // which turn sets the peak
+  int64_t state_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t boundary_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t context_bytes = 0;
+  int64_t peak_bytes = 0;
+  bool fits = false;
+};
+
+// One row per way of training, against a device of `budget_bytes`.
+// The pipeline rows assume both stages share the one device and park
+// between turns (what a single card needs).
+std::vector<PlanRow> PlanMemory(const Config& config, int64_t budget_bytes);
+
+// "16GiB", "16 GiB", "12000MiB", "1.5GB", "17179869184" -> bytes; UsageError otherwise.
+int64_t ParseBytes(const std::string& text);
+
+std::string FormatBytes(int64_t bytes);  // "12.3 GiB"
+
+}  // namespace up
