@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/loss.h"
+#include "common/trace.h"
 
 namespace up {
 namespace {
@@ -64,6 +65,7 @@ ipc::TurnReport DecoderStage::RunTurn(const ipc::TurnRequest& turn) {
         }
         break;
       case ipc::Op::kStep: {
+        TraceSpan span(trace_event::kOptimizerStep, "compute");
         torch::Tensor own = optimizer_.GradNorms();                            // (P_dec,)
         torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_enc,)
         optimizer_.Step(optimizer_.needs_global_norms() ? torch::cat({peer, own})
@@ -80,6 +82,7 @@ ipc::TurnReport DecoderStage::RunTurn(const ipc::TurnRequest& turn) {
 }
 
 double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
+  TraceSpan span(Str("forward+backward m", mb), "compute");
   ipc::TensorMessage in = from_encoder_.Receive(After(config_.pipeline.timeout_s));
   if (in.meta.step != static_cast<uint64_t>(step) ||
       in.meta.micro_batch != static_cast<uint32_t>(mb) ||
@@ -124,7 +127,9 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
   dice.Add(logits, masks);
   if (dice_counts->empty()) dice_counts->assign(dice.counts().size(), 0);
   for (size_t i = 0; i < dice.counts().size(); ++i) (*dice_counts)[i] += dice.counts()[i];
-  return loss.item<double>();
+  const double value = loss.item<double>();
+  if (on_loss) on_loss(step, mb, value);
+  return value;
 }
 
 void DecoderStage::Save(const ipc::SaveRequest& request) {

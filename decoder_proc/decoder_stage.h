@@ -33,6 +33,7 @@ class DecoderStage : public ipc::StageWorker {
   void Save(const ipc::SaveRequest& request) override;
   void Load(const std::string& path) override;
 
+  torch::nn::Module& module() override { return *model_; }
   UNetDecoder& model() { return model_; }
 
  private:

@@ -7,6 +7,7 @@
 #include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/trace.h"
 
 namespace up {
 namespace {
@@ -66,6 +67,7 @@ ipc::TurnReport EncoderStage::RunTurn(const ipc::TurnRequest& turn) {
           }();
         break;
       case ipc::Op::kStep: {
+        TraceSpan span(trace_event::kOptimizerStep, "compute");
         torch::Tensor own = optimizer_.GradNorms();                            // (P_enc,)
         torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_dec,)
         optimizer_.Step(optimizer_.needs_global_norms() ? torch::cat({own, peer})
@@ -81,6 +83,7 @@ ipc::TurnReport EncoderStage::RunTurn(const ipc::TurnRequest& turn) {
 }
 
 void EncoderStage::Forward(int64_t step, int mb) {
+  TraceSpan span(Str("forward m", mb), "compute");
   MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
   Boundary out;  // bottleneck (n, 2F, S/2^L), skips[i] (n, F[i], S/2^i)
   if (recompute_) {
@@ -122,6 +125,7 @@ void EncoderStage::Backward(int64_t step, int mb) {
   auto kept = kept_.find(mb);
   if (kept == kept_.end())
     throw RuntimeError("encoder: B" + std::to_string(mb) + " without F" + std::to_string(mb));
+  TraceSpan span(Str("backward m", mb), "compute");
   ipc::TensorMessage grads = from_decoder_.Receive(After(config_.pipeline.timeout_s));
   if (grads.meta.step != static_cast<uint64_t>(step) ||
       grads.meta.micro_batch != static_cast<uint32_t>(mb) ||

@@ -37,6 +37,7 @@ class EncoderStage : public ipc::StageWorker {
   void Save(const ipc::SaveRequest& request) override;
   void Load(const std::string& path) override;
 
+  torch::nn::Module& module() override { return *model_; }
   UNetEncoder& model() { return model_; }
 
  private:

@@ -12,7 +12,10 @@
 #include "common/logging.h"
 #include "common/proc_stats.h"
 #include "common/sha256.h"
+#include "common/trace.h"
 #include "ipc/cuda_ipc_channel.h"
+#include "ipc/stage_alone.h"
+#include "ipc/stage_observer.h"
 
 namespace up::ipc {
 namespace {
@@ -25,7 +28,8 @@ Deadline After(double seconds) {
 }
 
 struct StageArgs {
-  std::string config, control, run_id, send_ring, recv_ring, load, log;
+  std::string config, control, run_id, send_ring, recv_ring, load, log, record, trace;
+  int record_steps = 1;
   LogLevel level = LogLevel::kInfo;
 };
 
@@ -39,6 +43,9 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
       "recv-ring", "ring from the other stage", cxxopts::value<std::string>())(
       "load", "stage file to resume from", cxxopts::value<std::string>()->default_value(""))(
       "log", "log file", cxxopts::value<std::string>()->default_value(""))(
+      "record", "recording folder", cxxopts::value<std::string>()->default_value(""))(
+      "record-steps", "steps to record", cxxopts::value<int>()->default_value("1"))(
+      "trace", "trace part file", cxxopts::value<std::string>()->default_value(""))(
       "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
   cxxopts::ParseResult r;
   try {
@@ -62,6 +69,9 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   a.recv_ring = r["recv-ring"].as<std::string>();
   a.load = r["load"].as<std::string>();
   a.log = r["log"].as<std::string>();
+  a.record = r["record"].as<std::string>();
+  a.record_steps = r["record-steps"].as<int>();
+  a.trace = r["trace"].as<std::string>();
   a.level = r.count("quiet")     ? LogLevel::kWarn
             : r.count("verbose") ? LogLevel::kDebug
                                  : LogLevel::kInfo;
@@ -69,14 +79,18 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
 }
 
 // Answers the launcher until Finish. Throws on any failure.
-void Serve(StageWorker& worker, ControlChannel& control, double wait_s,
+void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRecorder* recorder,
            const torch::Device& device) {
   for (;;) {
+    const int64_t wait_start = TracingOn() ? MonotonicMicros() : 0;
     ControlMessage m = control.Receive(After(wait_s));
+    if (TracingOn()) TraceComplete(trace_event::kWaitTurn, "wait", wait_start, MonotonicMicros());
     switch (static_cast<MsgType>(m.type)) {
       case MsgType::kTurn: {
         const TurnRequest turn = DecodeTurn(m);
+        if (recorder) recorder->BeforeTurn(worker, turn);
         TurnReport report = worker.RunTurn(turn);
+        if (recorder) recorder->AfterTurn(worker, turn);
         report.rss_bytes = CurrentRssBytes();
         report.device_peak_bytes = PeakDeviceBytes(device);
         control.Send(Encode(report));
@@ -84,6 +98,7 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s,
       }
       case MsgType::kSave: {
         const SaveRequest save = DecodeSave(m);
+        TraceSpan span(trace_event::kCheckpoint, "io");
         worker.Save(save);
         control.Send(EncodeSaved(save.step));
         break;
@@ -100,10 +115,12 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s,
 }  // namespace
 
 int StageMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory) {
+  if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
   std::optional<ControlChannel> control;
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
     InitLogging(stage, args.level, args.log);
+    if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
     const double timeout_s = ctx.config.pipeline.timeout_s;
@@ -118,27 +135,33 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     const torch::Device device =
         ParseDevice(placement.device, "pipeline.stages." + stage + ".device");
     ApplyMemoryCapFromEnv(device);
-    std::unique_ptr<TensorSender> sender;
-    std::unique_ptr<TensorReceiver> receiver;
+    std::unique_ptr<TensorSender> transport_sender;
+    std::unique_ptr<TensorReceiver> transport_receiver;
     if (ctx.config.pipeline.transport == "cuda_ipc") {
       if (!device.is_cuda()) {
         throw UsageError("pipeline.transport = cuda_ipc: the " + stage + " runs on " +
                          placement.device +
                          "; CUDA IPC needs both stages on CUDA devices (or use shm)");
       }
-      sender = MakeCudaIpcSender(*send_ring, device.index());
-      receiver = MakeCudaIpcReceiver(*recv_ring, device.index());
+      transport_sender = MakeCudaIpcSender(*send_ring, device.index());
+      transport_receiver = MakeCudaIpcReceiver(*recv_ring, device.index());
     } else {
-      sender = std::make_unique<ShmTensorSender>(*send_ring);
-      receiver = std::make_unique<ShmTensorReceiver>(*recv_ring);
+      transport_sender = std::make_unique<ShmTensorSender>(*send_ring);
+      transport_receiver = std::make_unique<ShmTensorReceiver>(*recv_ring);
       if (device.is_cuda()) {
         // Pinned once per process, so device copies from and into the rings run at full speed.
         RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
         RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
       }
     }
-    ctx.sender = sender.get();
-    ctx.receiver = receiver.get();
+    std::unique_ptr<StageRecorder> recorder;
+    if (!args.record.empty()) {
+      recorder = std::make_unique<StageRecorder>(args.record, stage, args.record_steps);
+    }
+    ObservedSender sender(*transport_sender, recorder.get());
+    ObservedReceiver receiver(*transport_receiver);
+    ctx.sender = &sender;
+    ctx.receiver = &receiver;
     torch::set_num_threads(ctx.config.train.threads);
 
     std::unique_ptr<StageWorker> worker = factory(ctx);
@@ -153,11 +176,18 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
       throw UsageError(DecodeReject(answer));
     ExpectType(answer, MsgType::kWelcome, "launcher");
     if (!args.load.empty()) worker->Load(args.load);
+    ApplyTestHooks(stage, *worker);
+    if (recorder) {
+      worker->on_loss = [&recorder](int64_t step, int mb, double loss) {
+        recorder->Loss(step, mb, loss);
+      };
+    }
     LogDebug("handshake done; serving the launcher");
 
     // Between turns a stage waits while the other stage computes a whole
     // turn, so its limit is longer than one turn's.
-    Serve(*worker, *control, 2 * timeout_s + 60, device);
+    Serve(*worker, *control, 2 * timeout_s + 60, recorder.get(), device);
+    StopTracing();
     return 0;
   } catch (const PeerGoneError& e) {
     // The launcher or the other stage is gone: the launcher reports it.

@@ -7,6 +7,10 @@
 // Stage command line (the launcher builds it; a user can too, for debugging):
 //   <stage>_proc --config FILE --control SOCKET --run-id HEX
 //                --send-ring NAME --recv-ring NAME [--load FILE] [--log FILE] [-v|-q]
+//                [--record DIR --record-steps N] [--trace PART_FILE]
+// A stage alone, without launcher or peer (stage_alone.h):
+//   <stage>_proc --replay DIR [--atol A] [--rtol R]
+//   <stage>_proc --standalone --config FILE [--set k=v]... [--steps N]
 #pragma once
 
 #include <functional>
@@ -30,6 +34,12 @@ class StageWorker {
   virtual void Save(const SaveRequest& request) = 0;
   // Restores a stage file written by Save (resume).
   virtual void Load(const std::string& path) = 0;
+  // The stage's half of the U-Net (recording, replay and test hooks read it).
+  virtual torch::nn::Module& module() = 0;
+
+  // When set (by the recorder), a stage that computes the loss calls it with
+  // each micro-batch's scaled loss.
+  std::function<void(int64_t step, int micro_batch, double loss)> on_loss;
 };
 
 struct StageContext {

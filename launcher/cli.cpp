@@ -14,6 +14,8 @@
 #include "common/logging.h"
 #include "common/run_dir.h"
 #include "launcher/commands.h"
+#include "launcher/check.h"
+#include "launcher/inspect.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 
@@ -27,6 +29,8 @@ constexpr const char* kUsage =
     "commands:\n"
     "  train     train a U-Net (the pipeline, or --single-process)\n"
     "  plan      predict peak device memory and whether it fits a card\n"
+    "  check     train the pipeline and single-process side by side, compare every tensor\n"
+    "  inspect   show what a recording, checkpoint or stage file holds\n"
     "  --version versions and what this build supports\n"
     "run `unet-pipeline <command> --help` for a command's options";
 
@@ -57,6 +61,10 @@ int Train(int argc, char** argv) {
       "resume", "continue the run in this folder from its newest checkpoint",
       cxxopts::value<std::string>())("single-process",
                                      "train the whole U-Net in this process (the reference)")(
+      "record", "pipeline: record boundary tensors, losses and weights into DIR",
+      cxxopts::value<std::string>())("record-steps", "steps to record (the first N)",
+                                     cxxopts::value<int>()->default_value("1"))(
+      "trace", "pipeline: write a Chrome trace (JSON) to FILE", cxxopts::value<std::string>())(
       "v,verbose", "more log output")("q,quiet", "only warnings and errors")("h,help", "this help");
   cxxopts::ParseResult args;
   try {
@@ -105,8 +113,14 @@ int Train(int argc, char** argv) {
   torch::set_num_threads(config.train.threads);
   LogInfo(Str("run folder ", run->path()));
 
+  DebugOutputs debug;
+  if (args.count("record")) debug.record_dir = args["record"].as<std::string>();
+  debug.record_steps = args["record-steps"].as<int>();
+  if (args.count("trace")) debug.trace_file = args["trace"].as<std::string>();
+  if (args.count("single-process") && (args.count("record") || args.count("trace")))
+    throw UsageError("--record and --trace are for the pipeline; drop --single-process");
   const TrainSummary s = args.count("single-process") ? RunSingleProcess(config, *run, resume)
-                                                      : RunPipeline(config, *run, resume);
+                                                      : RunPipeline(config, *run, resume, debug);
   LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
               " samples/s, param_digest ", s.param_digest));
   return 0;
@@ -128,7 +142,10 @@ int LauncherMain(int argc, char** argv) {
     }
     if (command == "train") return Train(argc - 1, argv + 1);
     if (command == "plan") return PlanCommand(argc - 1, argv + 1);
-    throw UsageError("unknown command '" + command + "'; commands: train, plan, --version");
+    if (command == "check") return CheckMain(argc - 1, argv + 1);
+    if (command == "inspect") return InspectMain(argc - 1, argv + 1);
+    throw UsageError("unknown command '" + command +
+                     "'; commands: train, plan, check, inspect, --version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();

@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "common/stage_optimizer.h"
 #include "common/stage_parking.h"
+#include "common/trace.h"
 #include "common/unet.h"
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/shm_ring.h"
@@ -76,7 +77,7 @@ std::string TurnText(int64_t step, const Turn& turn) {
 }  // namespace
 
 TrainSummary RunPipeline(const Config& config, RunDir& run,
-                         const std::optional<CheckpointRef>& resume) {
+                         const std::optional<CheckpointRef>& resume, const DebugOutputs& debug) {
   const TrainConfig& t = config.train;
   const PipelineConfig& p = config.pipeline;
   // Devices are checked here, before any process starts.
@@ -106,6 +107,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const std::string encoder_bin = StageBinary("encoder_proc");
   const std::string decoder_bin = StageBinary("decoder_proc");
   const std::string config_path = (fs::path(run.path()) / "config.yaml").string();
+  BeginRecording(debug, config);
+  TraceSession trace(debug);
 
   // The run's resources, in the order they are released backwards: the
   // socket folder, the rings (removed last), then the processes (killed first).
@@ -134,6 +137,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                                   "--log",       (fs::path(run.path()) / (name + ".log")).string()};
     if (resume)
       args.insert(args.end(), {"--load", (fs::path(resume->dir) / (name + ".pt")).string()});
+    for (std::string& a : StageDebugArgs(debug, name)) args.push_back(std::move(a));
     return args;
   };
   std::vector<StageLink> links;
@@ -190,12 +194,19 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     double loss = 0;
     DiceCounter dice(config.model.num_classes);
     double held_s[2] = {0, 0};
+    int64_t turn_start_us[2] = {0, 0};
+    std::string turn_text[2];
     for (const Phase& phase : phases) {
       std::vector<StageId> waiting;
       std::string doing;
       for (const Turn& turn : phase.turns) {
         StageLink& s = stages[turn.stage];
-        if (!locks.TryAcquire(s.device, turn.stage)) {
+        bool acquired;
+        {
+          TraceSpan lock_wait(trace_event::kLockWait, "lock");
+          acquired = locks.TryAcquire(s.device, turn.stage);
+        }
+        if (!acquired) {
           throw RuntimeError(std::string("schedule error: ") + s.device +
                              " is held while granting " + TurnText(step, turn));
         }
@@ -205,6 +216,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
         LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
         s.control->Send(ipc::Encode(req));
+        turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
+        turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
         waiting.push_back(turn.stage);
         doing += (doing.empty() ? "" : ", ") + TurnText(step, turn);
       }
@@ -214,6 +227,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         const ipc::TurnReport report = ipc::DecodeTurnDone(m);
         StageLink& s = stages[id];
         locks.Release(s.device, id);
+        TraceComplete(std::string(trace_event::kTurnHeld) + ": " + turn_text[static_cast<int>(id)],
+                      "turn", turn_start_us[static_cast<int>(id)], MonotonicMicros());
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
         s.busy_s += report.busy_s;
         s.rss_bytes = report.rss_bytes;
@@ -287,6 +302,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     s.peak_rss_bytes = std::max(s.peak_rss_bytes, s.child.peak_rss_bytes());
   }
   abort_guard.armed = false;
+  FinishRecording(debug, config);
+  trace.Merge();
 
   // The digest comes from the final checkpoint the stages wrote.
   const fs::path final_dir =

@@ -10,11 +10,14 @@
 #include "common/checkpoint.h"
 #include "common/config.h"
 #include "common/run_dir.h"
+#include "launcher/debug_outputs.h"
 #include "launcher/single_process.h"
 
 namespace up {
 
+// `debug`: --record and --trace (debug_outputs.h).
 TrainSummary RunPipeline(const Config& config, RunDir& run,
-                         const std::optional<CheckpointRef>& resume);
+                         const std::optional<CheckpointRef>& resume,
+                         const DebugOutputs& debug = {});
 
 }  // namespace up

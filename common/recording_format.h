@@ -1,0 +1,64 @@
+// The layout of a recording (`train --record DIR`), shared by the stages that
+// write it, the stages that replay it, and the launcher's `check` and
+// `inspect`. Torch-free.
+//
+//   DIR/config.yaml                  the resolved config (written by the launcher)
+//   DIR/fwd-s{S}-m{M}.pt             boundary sent by the encoder: bottleneck, skip0..
+//   DIR/bwd-s{S}-m{M}.pt             their gradients, sent by the decoder
+//   DIR/{stage}-weights-s{S}.pt      parameters and buffers at the start of step S
+//                                    (also after the last recorded step)
+//   DIR/{stage}-s{S}.stage           the same as a stage file (weights, optimizer,
+//                                    RNG): what replay starts from
+//   DIR/{stage}-peer-norms-s{S}.pt   the other stage's grad norms given for step S
+//   DIR/{stage}.jsonl                each stage's index lines, as written
+//   DIR/index.json                   the merged index (written by the launcher)
+//
+// Only the sender records a boundary message. `.pt` files are dicts of tensors
+// that Python's torch.load reads (weights_only=True); `.stage` files are
+// LibTorch archives. Steps S are 0-based optimizer steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace up::recording {
+
+inline constexpr const char* kFormat = "unet-pipeline-recording";
+inline constexpr int kVersion = 1;
+inline constexpr const char* kIndexFile = "index.json";
+inline constexpr const char* kConfigFile = "config.yaml";
+
+std::string BoundaryFile(const std::string& direction, int64_t step, int micro_batch);
+std::string WeightsFile(const std::string& stage, int64_t step);
+std::string StageFile(const std::string& stage, int64_t step);
+std::string PeerNormsFile(const std::string& stage, int64_t step);
+std::string PartIndexFile(const std::string& stage);
+
+// One index line. kind: "boundary" (direction "forward"/"backward"),
+// "weights", "stage_file", "peer_norms", "loss" (value = the micro-batch's
+// scaled loss; no file).
+struct Entry {
+  std::string kind, stage, file, direction;
+  int64_t step = -1;
+  int micro_batch = -1;
+  double value = 0;
+};
+
+struct Index {
+  std::vector<int64_t> steps;  // the recorded steps, ascending
+  int micro_batches = 0;
+  std::vector<Entry> entries;
+  // The entry of this kind/stage-or-direction/step/micro-batch, or nullptr.
+  const Entry* Find(const std::string& kind, const std::string& who, int64_t step,
+                    int micro_batch = -1) const;
+};
+
+// Reads DIR/index.json. UsageError when it is missing or malformed.
+Index ReadIndex(const std::string& dir);
+
+// Merges DIR/encoder.jsonl and DIR/decoder.jsonl into DIR/index.json,
+// adding the config's hash and the recording's steps. RuntimeError on I/O.
+void WriteIndex(const std::string& dir, const std::string& config_yaml, int micro_batches);
+
+}  // namespace up::recording

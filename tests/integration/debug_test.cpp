@@ -1,0 +1,165 @@
+// Debugging a split run, as a user does it with the real binaries: record a
+// run, replay each stage alone against it, catch a tampered recording, check
+// the pipeline against single-process (and catch a perturbed decoder), trace
+// a run, inspect a checkpoint, and load a recording in Python.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <set>
+
+#include "common/tensor_file.h"
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kTiny2Steps = {"--config", SourcePath("configs/tiny.yaml"), "--set",
+                                              "train.steps=2"};
+
+// Trains tiny for 2 steps, recording both; returns the recording folder.
+std::string Record(const TempDir& dir) {
+  std::vector<std::string> args{BinPath("unet-pipeline"), "train"};
+  args.insert(args.end(), kTiny2Steps.begin(), kTiny2Steps.end());
+  args.insert(args.end(),
+              {"--out", dir / "run", "--record", dir / "rec", "--record-steps", "2", "-q"});
+  const CommandResult r = RunCommand(args, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return dir / "rec";
+}
+
+TEST(Debug, EachStageReplaysItsRecordingExactly) {
+  TempDir dir;
+  const std::string rec = Record(dir);
+  for (const char* file : {"index.json", "config.yaml", "fwd-s1-m1.pt", "bwd-s0-m0.pt",
+                           "encoder-weights-s2.pt", "decoder-s0.stage"}) {
+    EXPECT_TRUE(fs::exists(fs::path(rec) / file)) << file;
+  }
+  for (const char* stage : {"encoder_proc", "decoder_proc"}) {
+    const CommandResult r = RunCommand({BinPath(stage), "--replay", rec}, 60);
+    EXPECT_EQ(r.exit_code, 0) << stage << "\n" << r.output;
+    EXPECT_NE(r.output.find("all within atol=0 rtol=0 (largest abs difference 0)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("max_abs 0 "), std::string::npos) << r.output;
+  }
+}
+
+TEST(Debug, ATamperedRecordingFailsReplayNamingTheTensor) {
+  TempDir dir;
+  const std::string rec = Record(dir);
+  const std::string file = rec + "/fwd-s0-m0.pt";
+  NamedTensors tensors = LoadTensorFile(file);
+  ASSERT_EQ(tensors[2].first, "skip1");
+  tensors[2].second.view(-1)[5].add_(1e-3);
+  SaveTensorFile(file, tensors);
+  const CommandResult r = RunCommand({BinPath("encoder_proc"), "--replay", rec}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("DIFF fwd-s0-m0:skip1"), std::string::npos) << r.output;
+  // A tolerance larger than the change lets it pass.
+  const CommandResult loose =
+      RunCommand({BinPath("encoder_proc"), "--replay", rec, "--atol", "0.01"}, 60);
+  EXPECT_EQ(loose.exit_code, 0) << loose.output;
+}
+
+TEST(Debug, CheckPassesOnTinyAndCatchesAPerturbedDecoder) {
+  std::vector<std::string> args{BinPath("unet-pipeline"),        "check",   "--config",
+                                SourcePath("configs/tiny.yaml"), "--steps", "2"};
+  const CommandResult ok = RunCommand(args, 120);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("check passed"), std::string::npos) << ok.output;
+
+  setenv("UP_TEST_PERTURB_DECODER", "1", 1);  // a test hook of decoder_proc
+  const CommandResult bad = RunCommand(args, 120);
+  unsetenv("UP_TEST_PERTURB_DECODER");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("check FAILED"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("first: decoder-weights-s0:"), std::string::npos) << bad.output;
+}
+
+TEST(Debug, TraceIsJsonWithEventsFromEveryProcess) {
+  TempDir dir;
+  std::vector<std::string> args{BinPath("unet-pipeline"), "train"};
+  args.insert(args.end(), kTiny2Steps.begin(), kTiny2Steps.end());
+  args.insert(args.end(), {"--out", dir / "run", "--trace", dir / "trace.json", "-q"});
+  const CommandResult r = RunCommand(args, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const YAML::Node trace = YAML::Load(Slurp(dir / "trace.json"));
+  std::set<std::string> processes, names;
+  std::set<int64_t> pids;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"].as<std::string>();
+    if (ph == "M" && e["name"].as<std::string>() == "process_name")
+      processes.insert(e["args"]["name"].as<std::string>());
+    if (ph == "X") {
+      names.insert(e["name"].as<std::string>());
+      pids.insert(e["pid"].as<int64_t>());
+      EXPECT_GE(e["dur"].as<int64_t>(), 0);
+      EXPECT_GT(e["ts"].as<int64_t>(), 0);
+    }
+  }
+  EXPECT_EQ(processes.size(), 3u);
+  EXPECT_TRUE(processes.count("encoder_proc") && processes.count("decoder_proc"));
+  EXPECT_EQ(pids.size(), 3u);
+  for (const char* name : {"forward m0", "backward m1", "forward+backward m0", "optimizer step",
+                           "send fwd m0", "receive bwd m1", "wait for turn"}) {
+    EXPECT_TRUE(names.count(name)) << name;
+  }
+  EXPECT_FALSE(fs::exists(dir / "trace.json.encoder.part"));
+}
+
+TEST(Debug, InspectPrintsACheckpointsTensors) {
+  TempDir dir;
+  Record(dir);
+  const CommandResult r =
+      RunCommand({BinPath("unet-pipeline"), "inspect", dir / "run/checkpoints/step-2"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("checkpoint of step 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage file (LibTorch archive), step 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("float32 min"), std::string::npos) << r.output;
+  const CommandResult rec = RunCommand({BinPath("unet-pipeline"), "inspect", dir / "rec"}, 60);
+  ASSERT_EQ(rec.exit_code, 0) << rec.output;
+  EXPECT_NE(rec.output.find("bottleneck [4, 128, 4, 4] float32"), std::string::npos) << rec.output;
+  EXPECT_NE(rec.output.find("loss step 1 micro-batch 1"), std::string::npos) << rec.output;
+}
+
+TEST(Debug, StandaloneStagesTimeTheirSteps) {
+  for (const char* stage : {"encoder_proc", "decoder_proc"}) {
+    const CommandResult r = RunCommand({BinPath(stage), "--standalone", "--config",
+                                        SourcePath("configs/tiny.yaml"), "--steps", "2"},
+                                       60);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("standalone step 2:"), std::string::npos) << r.output;
+  }
+}
+
+TEST(Debug, RecordingLoadsInPythonTorch) {
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no Python at " << python;
+  const CommandResult probe = RunCommand({python, "-c", "import torch"}, 60);
+  if (probe.exit_code != 0) GTEST_SKIP() << "torch does not import in " << python;
+  TempDir dir;
+  const std::string rec = Record(dir);
+  const std::string script =
+      "import json, sys, torch\n"
+      "rec = sys.argv[1]\n"
+      "index = json.load(open(rec + '/index.json'))\n"
+      "n = 0\n"
+      "for e in index['entries']:\n"
+      "    if e.get('file', '').endswith('.pt'):\n"
+      "        d = torch.load(rec + '/' + e['file'], weights_only=True)\n"
+      "        assert [t['name'] for t in e['tensors']] == list(d), e\n"
+      "        assert all(list(d[t['name']].shape) == t['shape'] for t in e['tensors']), e\n"
+      "        n += 1\n"
+      "print('loaded', n, 'files')\n";
+  const CommandResult r = RunCommand({python, "-W", "ignore", "-c", script, rec}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("loaded"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace up::test
