@@ -12,6 +12,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/run_dir.h"
+#include "launcher/bench_cli.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 
@@ -124,6 +125,7 @@ int LauncherMain(int argc, char** argv) {
       return 0;
     }
     if (command == "train") return Train(argc - 1, argv + 1);
+    if (command == "bench") return BenchMain(argc - 1, argv + 1);
     throw UsageError("unknown command '" + command + "'; commands: train, --version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
