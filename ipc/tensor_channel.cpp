@@ -2,6 +2,7 @@
 #include "ipc/tensor_channel.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/errors.h"
 
@@ -56,8 +57,17 @@ void ShmTensorSender::Send(const MessageMeta& meta, const std::vector<NamedTenso
     specs.push_back({t.name, ToWireDType(t.tensor.scalar_type()), t.tensor.sizes().vec()});
   WriteSlot slot = ring_.BeginWrite(meta, specs, deadline);
   torch::NoGradGuard no_grad;
+  // One thread: glibc's memcpy is the fastest single-thread copy (for large
+  // blocks it streams with non-temporal stores, 1.7x ATen's copy_ at 256 MiB
+  // on the benchmark machine, docs/BENCHMARKS.md). More threads: ATen's copy_
+  // splits the copy across them.
+  const bool plain_copy = at::get_num_threads() == 1;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const torch::Tensor& src = tensors[i].tensor;
+    if (plain_copy && src.device().is_cpu() && src.is_contiguous()) {
+      std::memcpy(slot.tensor_data[i], src.data_ptr(), src.nbytes());
+      continue;
+    }
     torch::from_blob(slot.tensor_data[i], src.sizes(),
                      torch::TensorOptions().dtype(src.scalar_type()))
         .copy_(src.detach());

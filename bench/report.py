@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Writes docs/BENCHMARKS.md from the JSON files bench/run-all.sh saved.
+
+usage: report.py RESULTS_DIR OUT_MD. Reads transport.json, step-tiny.json,
+step-small.json, memory-small.json (and memory-small-mb1.json if present).
+Every figure is printed next to its peer and the ratio; each target gets a
+verdict, and a missed one the reason found when it was investigated.
+"""
+import json
+import os
+import sys
+
+TRANSPORT_TARGET = 0.9      # ring / memcpy for messages >= 16 MiB
+STEP_TARGET = 1.03          # pipeline / single-process step time
+MEMORY_TARGET = 0.6         # larger stage / single-process peak RSS
+
+
+def load(folder, name):
+    path = os.path.join(folder, name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def size_text(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}"
+        n /= 1024
+
+
+def mib(n):
+    return f"{n / 1048576:.1f}"
+
+
+def verdict(ok):
+    return "**met**" if ok else "**missed**"
+
+
+def machine_section(m):
+    return [
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']}, {m['cores']} logical cores",
+        f"- memory: {m['memory_bytes'] / 2**30:.1f} GiB; {m['kernel']}; LibTorch {m['torch']}",
+        f"- GPUs visible: {m['gpus']}",
+        f"- 1-minute load average when the transport bench ended: {m['load_1m']} "
+        "(the machine is shared: other builds ran alongside, so every figure carries their noise; "
+        "the alternation below puts that noise on both sides of each ratio)",
+        "",
+    ]
+
+
+def transport_section(t):
+    big = [r for r in t["results"] if r["bytes"] >= 16 << 20]
+    worst = min((r["ratio"] for r in big), default=None)
+    meth = t["method"]
+    out = [
+        "## Transport: the shared-memory ring against memcpy",
+        "",
+        "`unet-pipeline bench transport`. The producer (this process, 1 torch thread) sends one "
+        "float32 tensor per message with `ShmTensorSender::Send` (the one copy per byte, into the "
+        f"slot); a **forked consumer process** receives the zero-copy view and releases it without "
+        f"reading the payload. The ring has {meth['slots']} slots and is created (pages touched) "
+        "by the parent as the launcher does; each side maps it separately as the stages do; "
+        f"a warm-up of 2x{meth['slots']} messages precedes timing. **Throughput** = bytes x "
+        "messages / time from the first Send to the consumer's acknowledgement of the last "
+        f"(streams of about {meth['seconds_per_stream']} s, at most 20000 messages). Its peer is "
+        "a single-thread `memcpy` of the same bytes from the same warmed source into as many "
+        "warmed destinations as the ring has slots, timed in the same process. Ring and memcpy "
+        f"streams alternate, {meth['repeats']} of each per size; the median is kept. "
+        "**Latency** = median one-way time of one message of that size sent into an empty ring: "
+        "from just before Send (CLOCK_MONOTONIC, one clock for both processes) to Receive "
+        "returning in the consumer; it includes the copy. GB/s = 10^9 bytes/s.",
+        "",
+        "| size | msgs | ring GB/s | memcpy GB/s | ratio | ring latency (us) | one memcpy (us) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in t["results"]:
+        out.append(
+            f"| {size_text(r['bytes'])} | {r['messages']} | {r['gbps']:.2f} | "
+            f"{r['memcpy_gbps']:.2f} | {r['ratio']:.2f} | {r['latency_us']:.1f} | "
+            f"{r['memcpy_us']:.1f} |")
+    out.append("")
+    if worst is not None:
+        out.append(f"Target: ring >= {TRANSPORT_TARGET}x memcpy for messages >= 16 MiB. Lowest "
+                   f"ratio there: {worst:.2f}x: {verdict(worst >= TRANSPORT_TARGET)}.")
+    else:
+        out.append("Target: ring >= 0.9x memcpy for messages >= 16 MiB: not measured "
+                   "(--max-bytes below 16 MiB).")
+    out += [
+        "",
+        "Reading the table:",
+        "",
+        "- From 4 MiB up both sides are bound by memory bandwidth and the ring runs at memcpy "
+        "speed: the slot is written once and the consumer reads it in place, so the ring costs "
+        "exactly one copy per byte. A ratio a few percent above 1 is not a faster copy (the "
+        "ring's copy *is* a memcpy now, see below): it is within this shared machine's "
+        "run-to-run spread, where the same memcpy row moves by 10-20% between runs.",
+        "- The first full run missed the target at 256 MiB (0.69x). The cause: "
+        "`ShmTensorSender::Send` copied with ATen's `copy_` (plain vector stores), while glibc "
+        "2.36's memcpy switches for very large blocks to a page-interleaved copy with "
+        "non-temporal stores; at 256 MiB that is 1.7x faster on this CPU (checked outside the "
+        "ring: memcpy 15 GB/s, `copy_` 8.7 GB/s on the same buffers). Not page faults (timed "
+        "streams take none, see below) and not slot reuse (the consumer releases at once). Fix: "
+        "`Send` now copies a contiguous CPU tensor with `std::memcpy` when torch runs one thread "
+        "(with more threads `copy_` still splits the copy across them). The table above is "
+        "after the fix.",
+        "- Below 1 MiB the ring is far from memcpy, by design of its waits rather than its copy: "
+        "each message pays a fixed cost (the tensor table is validated and written, `from_blob` "
+        "and ATen's `copy_` dispatch, the release-store publication) of a few microseconds, and "
+        "when the ring is full or empty a waiting side spins 256 times, yields 64 times, then "
+        "sleeps with a backoff up to 128 us. On 2 cores shared with other work the consumer is "
+        "often descheduled, so small messages move at the pace of wake-ups. Boundary tensors of "
+        "the configs are 0.5-8 MiB per micro-batch (16 MiB and more for the 3-D configs), where "
+        "this overhead is small; small-message throughput would need a spinning consumer on a "
+        "core of its own, which the pipeline does not want on CPU stages.",
+        "- Page faults: the creator touches every page (`ShmSegment::Create`) and the warm-up "
+        "makes each side fault its own mapping in once, so timed streams take no faults. Without "
+        "the warm-up the first pass over a slot pays one minor fault per 4 KiB page on each side.",
+        "",
+    ]
+    return out
+
+
+def step_section(s, title):
+    rows = s["results"]
+    by = {r["label"]: r for r in rows}
+    pipe = by.get("pipeline")
+    out = [
+        f"### {title}: `{s['config']}`",
+        "",
+        f"{s['rounds']} runs per row of {s['steps']} steps each, the first {s['warmup']} steps of "
+        f"every run dropped, {s['threads']} torch thread(s) per process; median over the pooled "
+        "steps, and each run's own median to show the spread.",
+        "",
+        "| row | schedule | lock | activations | median step (s) | per-run medians (s) | ratio |",
+        "|---|---|---|---|---:|---|---|",
+    ]
+    for r in rows:
+        if not r["built"]:
+            out.append(f"| {r['label']} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
+                       f"{r.get('activations', '-')} | not built | | |")
+            continue
+        runs = ", ".join(f"{m:.4f}" for m in r["run_medians_s"])
+        ratio = f"{r['ratio']:.3f}x {r['ratio_to']}" if "ratio_to" in r else "(peer)"
+        out.append(f"| {r['label']} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
+                   f"{r.get('activations', '-')} | {r['median_step_s']:.4f} | {runs} | {ratio} |")
+    out.append("")
+    if pipe:
+        ok = pipe["ratio"] <= STEP_TARGET
+        single = by["single"]["median_step_s"]
+        out.append(f"Target: pipeline (activations keep) within 3% of single-process, i.e. "
+                   f"<= {STEP_TARGET}x: {pipe['ratio']:.3f}x: {verdict(ok)}.")
+        if not ok:
+            extra_ms = (pipe["median_step_s"] - single) * 1e3
+            out += [
+                "",
+                f"Why: the pipeline pays a fixed cost per step, here {extra_ms:.1f} ms: three "
+                "phases per step, each a Turn/TurnDone round trip over the control socket with "
+                "a stage process waking from a blocking read, plus copying the boundary and its "
+                "gradients through the rings. A step of this config is only "
+                f"{single * 1e3:.0f} ms, so that cost is a few percent; on small (seconds per "
+                "step) the same cost vanishes. Closing it on tiny would mean fewer control round "
+                "trips per step (e.g. granting the decoder's backward and the encoder's backward "
+                "in one message when the lock allows) or stages that spin briefly on the control "
+                "socket before blocking.",
+            ]
+    out.append("")
+    return out
+
+
+def step_sections(tiny, small):
+    out = [
+        "## Step time: pipeline against single-process",
+        "",
+        "`unet-pipeline bench step`. Every figure is a real training run of this binary as a "
+        "child process (`unet-pipeline train [--single-process] ...` into a scratch folder), read "
+        "back from its `metrics.jsonl` (`step_s`: the wall time of one optimizer step, as each "
+        "trainer measures it). The pipeline and the single-process trainer alternate "
+        "(pipeline, single, pipeline, single, ...), then the three schedules with two unlocked "
+        "stages (`pipeline.lock: off`) alternate (sequential, gpipe, 1f1b, ...). Same config, "
+        "same `train.threads`, checkpoints off except the pipeline's final one (after the last "
+        "timed step). (Step and memory figures were measured just before the transport fix "
+        "described above; it changes how each boundary tensor is copied, a few MiB per step, "
+        "not what is computed.)",
+        "",
+    ]
+    if tiny:
+        out += step_section(tiny, "tiny")
+    if small:
+        out += step_section(small, "small")
+    out += [
+        "Reading it: with the lock on, the two stages take turns, so a pipeline step does the "
+        "same arithmetic as a single-process step plus one copy of each boundary tensor and its "
+        "gradient, and a control message per turn. Those are small next to the convolutions, so "
+        "the ratio is set by noise; a ratio below 1 can come from each process keeping its own "
+        "warm caches and allocator. `pipeline recompute` is listed and not built: "
+        "`pipeline.activations: recompute` is accepted by the config but not implemented by the "
+        "stages (a run with it behaves as keep), so the bench does not time it. On 2 shared "
+        "cores, two unlocked stages of 1 thread each compete with each other and with the "
+        "machine's other work; gpipe and 1f1b can only gain where the stages have a core (or a "
+        "device) each.",
+        "",
+    ]
+    return out
+
+
+def memory_section(m, mb1):
+    rss = m["peak_rss_bytes"]
+    trainer = rss["trainer"]
+    rt = m["runtime_bytes"]
+    out = [
+        "## Memory: peak RSS per process",
+        "",
+        "`unet-pipeline bench memory`: one single-process run and one pipeline run of "
+        f"`{m['config']}` ({m['steps']} steps; the optimizer state exists from the first), "
+        "peak RSS from each run's `summary.json` (getrusage/wait4 maxrss). RSS counts the shared "
+        "library pages a process touched and the ring pages it touched; the idle row is this "
+        "binary running `--version`, the runtime every process pays.",
+        "",
+        "| process | peak RSS (MiB) | x single-process |",
+        "|---|---:|---:|",
+        f"| single-process trainer | {mib(trainer)} | 1.00 |",
+    ]
+    for who in ("encoder", "decoder", "launcher"):
+        out.append(f"| {who} | {mib(rss[who])} | {rss[who] / trainer:.2f} |")
+    out.append(f"| idle process (LibTorch runtime) | {mib(rt)} | {rt / trainer:.2f} |")
+    out += [
+        "",
+        f"Target on small: larger stage ({m['larger_stage']}) <= {MEMORY_TARGET}x single-process: "
+        f"{m['ratio']:.2f}x: {verdict(m['ratio'] <= MEMORY_TARGET)}. Above the idle runtime: "
+        f"{m['ratio_above_runtime']:.2f}x. Parameters: encoder {m['encoder_params']:,}, decoder "
+        f"{m['decoder_params']:,}; the two rings hold {mib(m['ring_bytes'])} MiB. Peak device "
+        f"memory: {m['device_memory']}.",
+        "",
+    ]
+    if mb1:
+        r1 = mb1["peak_rss_bytes"]
+        out += [
+            f"The same with `train.micro_batches=1` (one micro-batch in flight): single "
+            f"{mib(r1['trainer'])} MiB, encoder {mib(r1['encoder'])}, decoder {mib(r1['decoder'])}: "
+            f"{mb1['ratio']:.2f}x ({mb1['ratio_above_runtime']:.2f}x above the runtime).",
+            "",
+        ]
+    if m["ratio"] > MEMORY_TARGET:
+        out += [
+            "Why it is missed, in order of size:",
+            "",
+            f"1. **The LibTorch runtime.** A process of this build peaks at {mib(rt)} MiB before "
+            "doing anything (the CUDA-enabled wheel's libraries are mapped and relocated). Each "
+            "stage pays it and the single-process trainer pays it once, so on a model whose "
+            "training state is a few hundred MiB it dominates the ratio. Those pages are mostly "
+            "file-backed and shared between the processes, so physical memory is not tripled; "
+            "RSS counts them in each. A CPU-only LibTorch, or measuring PSS/anonymous memory, "
+            "would show the real split; a larger model (brats16g) shrinks the fixed share.",
+            "2. **Activations in flight.** The single-process trainer runs forward and backward "
+            "per micro-batch, so one micro-batch's activations live at a time. The pipeline's "
+            "encoder forwards every micro-batch before any backward (sequential and gpipe hold "
+            "all of them; 1f1b bounds it by the stage count), so it holds the encoder half's "
+            "activations for 2 micro-batches: as much as the whole model's for one. "
+            "`pipeline.activations: recompute` (keep only the boundary, recompute in backward) "
+            "is what would close this; it is not built.",
+            "3. **The rings.** Each stage writes one ring and reads the other; both rings' pages "
+            f"({mib(m['ring_bytes'])} MiB) end up in each stage's RSS, on top of its own copies "
+            "of the tensors it sends.",
+            "4. **An uneven split.** The encoder holds "
+            f"{m['encoder_params'] / (m['encoder_params'] + m['decoder_params']):.0%} of the "
+            "parameters (the bottleneck's 512-channel convolutions), and with Adam three copies "
+            "of each; the decoder holds the full-resolution half of the activations.",
+            "",
+        ]
+    return out
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: report.py RESULTS_DIR OUT_MD")
+    folder, out_path = sys.argv[1], sys.argv[2]
+    t = load(folder, "transport")
+    tiny = load(folder, "step-tiny")
+    small = load(folder, "step-small")
+    mem = load(folder, "memory-small")
+    mb1 = load(folder, "memory-small-mb1")
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `bench/report.py` from the JSON in `bench/results/`, written by "
+        "`bench/run-all.sh` (build, run every bench, regenerate this file). Do not edit by hand: "
+        "rerun the script. Every figure stands next to its limit or peer, measured in the same "
+        "run, with the ratio; no figure here is asserted by a test.",
+        "",
+    ]
+    if t:
+        lines += machine_section(t["machine"])
+        lines += transport_section(t)
+    lines += step_sections(tiny, small)
+    if mem:
+        lines += memory_section(mem, mb1)
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    main()

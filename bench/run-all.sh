@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds unet-pipeline, runs the three benches on the standard configs, keeps
+# their JSON in bench/results/ and regenerates docs/BENCHMARKS.md from it.
+# Sized to finish in a few minutes on 2 cores. Environment:
+#   UP_BUILD_DIR      build folder (default build)
+#   BENCH_MAX_BYTES   largest transport message (default 268435456)
+#   BENCH_ROUNDS      runs per step-bench row (default 3)
+#   BENCH_SKIP_BUILD  set to 1 to use the binary already built
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${UP_BUILD_DIR:-build}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+MAX_BYTES="${BENCH_MAX_BYTES:-268435456}"
+if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then scripts/build.sh; fi
+BIN="$BUILD_DIR/bin/unet-pipeline"
+OUT=bench/results
+mkdir -p "$OUT"
+
+# run NAME ARGS...: one bench, its JSON into $OUT/NAME.json (replaced only on success).
+run() {
+  local name=$1
+  shift
+  echo "== bench $* ($name)" >&2
+  "$BIN" bench "$@" --json >"$OUT/$name.json.tmp"
+  mv "$OUT/$name.json.tmp" "$OUT/$name.json"
+}
+
+run transport transport --max-bytes "$MAX_BYTES"
+run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$ROUNDS" --warmup 2
+run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2
+run memory-small memory --config configs/small.yaml --steps 3
+# The same with one micro-batch in flight, to separate that effect (docs say why).
+run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1
+python3 bench/report.py "$OUT" docs/BENCHMARKS.md
+echo "wrote docs/BENCHMARKS.md" >&2

@@ -1,0 +1,124 @@
+// The bench commands as a user runs them, shrunk to seconds: each prints one
+// well-formed JSON object with the required fields, and bad arguments exit 2
+// with one line. No figure is asserted (timings depend on the machine).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+CommandResult Bench(std::vector<std::string> args) {
+  args.insert(args.begin(), {BinPath("unet-pipeline"), "bench"});
+  return RunCommand(args, 600);
+}
+
+// The stdout line that holds the JSON object (progress goes to stderr).
+std::string JsonLine(const std::string& output) {
+  const size_t start = output.find("{\"bench\"");
+  if (start == std::string::npos) return "";
+  return output.substr(start, output.find('\n', start) - start);
+}
+
+// True if braces and brackets balance outside strings and nothing follows.
+bool Balanced(const std::string& json) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    if (depth < 0) return false;
+  }
+  return depth == 0 && !in_string && !json.empty() && json.back() == '}';
+}
+
+void ExpectFields(const std::string& json, const std::vector<std::string>& keys) {
+  for (const std::string& k : keys)
+    EXPECT_NE(json.find("\"" + k + "\":"), std::string::npos) << k << " missing in " << json;
+}
+
+void ExpectOneLineExit2(const std::vector<std::string>& args) {
+  const CommandResult r = Bench(args);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("error:"), std::string::npos) << r.output;
+}
+
+TEST(BenchTransport, JsonHasEveryFieldPerSize) {
+  const CommandResult r =
+      Bench({"transport", "--json", "--max-bytes", "65536", "--repeats", "1", "--seconds", "0.02"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  ASSERT_TRUE(Balanced(json)) << r.output;
+  ExpectFields(json, {"machine", "cpu_model", "cores", "memory_bytes", "results", "transport",
+                      "bytes", "gbps", "memcpy_gbps", "ratio", "latency_us"});
+  EXPECT_NE(JsonField(json, "results").find("\"transport\":\"shm\""), std::string::npos);
+  for (const char* bytes : {"4096", "16384", "65536"})
+    EXPECT_NE(json.find(std::string("\"bytes\":") + bytes + ","), std::string::npos) << bytes;
+  EXPECT_EQ(json.find("\"bytes\":262144"), std::string::npos) << "above --max-bytes";
+  EXPECT_EQ(json.find("null"), std::string::npos) << "a figure is not finite: " << json;
+}
+
+TEST(BenchTransport, TableByDefault) {
+  const CommandResult r =
+      Bench({"transport", "--max-bytes", "4096", "--repeats", "1", "--seconds", "0.01"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("memcpy GB/s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("4 KiB"), std::string::npos) << r.output;
+}
+
+TEST(BenchStep, JsonHasEveryRow) {
+  const CommandResult r = Bench({"step", "--config", SourcePath("configs/tiny.yaml"), "--json",
+                                 "--steps", "2", "--rounds", "1", "--warmup", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  ASSERT_TRUE(Balanced(json)) << r.output;
+  ExpectFields(json, {"machine", "results", "median_step_s", "ratio", "run_medians_s"});
+  for (const char* label :
+       {"single", "pipeline", "pipeline recompute", "sequential", "gpipe", "1f1b"}) {
+    EXPECT_NE(json.find(std::string("\"label\":\"") + label + "\""), std::string::npos) << label;
+  }
+  EXPECT_NE(json.find("\"built\":false"), std::string::npos) << "recompute must say not built";
+  EXPECT_NE(json.find("\"ratio_to\":\"single\""), std::string::npos) << json;
+}
+
+TEST(BenchMemory, JsonHasEveryProcess) {
+  const CommandResult r =
+      Bench({"memory", "--config", SourcePath("configs/tiny.yaml"), "--json", "--steps", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  ASSERT_TRUE(Balanced(json)) << r.output;
+  ExpectFields(json, {"machine", "peak_rss_bytes", "trainer", "encoder", "decoder", "launcher",
+                      "ratio", "larger_stage", "device_memory"});
+  const std::string rss = JsonField(json, "peak_rss_bytes");
+  EXPECT_GT(std::stoll(JsonField(rss, "trainer")), 0) << rss;
+  EXPECT_GT(std::stoll(JsonField(rss, "decoder")), 0) << rss;
+}
+
+TEST(BenchBadArgs, ExitTwoWithOneLine) {
+  ExpectOneLineExit2({});
+  ExpectOneLineExit2({"nope"});
+  ExpectOneLineExit2({"transport", "--max-bytes", "100"});
+  ExpectOneLineExit2({"transport", "--max-bytes", "lots"});
+  ExpectOneLineExit2({"transport", "--repeats", "0"});
+  ExpectOneLineExit2({"transport", "--frobnicate"});
+  ExpectOneLineExit2({"step"});
+  ExpectOneLineExit2({"step", "--config", SourcePath("configs/tiny.yaml"), "--rounds", "0"});
+  ExpectOneLineExit2(
+      {"step", "--config", SourcePath("configs/tiny.yaml"), "--steps", "3", "--warmup", "3"});
+  ExpectOneLineExit2({"step", "--config", "/nonexistent/config.yaml"});
+  ExpectOneLineExit2({"memory"});
+  ExpectOneLineExit2({"memory", "--config", SourcePath("configs/tiny.yaml"), "--steps", "-1"});
+}
+
+}  // namespace
+}  // namespace up::test
