@@ -109,9 +109,10 @@ StepReport RunStepBench(const StepOptions& o) {
   report.options = o;
   report.threads = LoadConfig(o.config, o.sets).train.threads;
 
-  std::vector<Variant> pair{MakeVariant(o, kPair, "pipeline", false, {"pipeline.activations=keep"}),
-                            MakeVariant(o, kPair, "single", true, {}),
-                            MakeVariant(o, kPair, "pipeline recompute", false, {"pipeline.activations=recompute"})};
+  std::vector<Variant> pair{
+      MakeVariant(o, kPair, "pipeline", false, {"pipeline.activations=keep"}),
+      MakeVariant(o, kPair, "single", true, {}),
+      MakeVariant(o, kPair, "pipeline recompute", false, {"pipeline.activations=recompute"})};
   std::vector<Variant> unlocked;
   for (const char* schedule : {"sequential", "gpipe", "1f1b"}) {
     unlocked.push_back(MakeVariant(o, kUnlocked, schedule, false,

@@ -13,10 +13,10 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/run_dir.h"
-#include "launcher/commands.h"
-#include "launcher/check.h"
-#include "launcher/inspect.h"
 #include "launcher/bench_cli.h"
+#include "launcher/check.h"
+#include "launcher/commands.h"
+#include "launcher/inspect.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 
@@ -32,6 +32,7 @@ constexpr const char* kUsage =
     "  plan      predict peak device memory and whether it fits a card\n"
     "  check     train the pipeline and single-process side by side, compare every tensor\n"
     "  inspect   show what a recording, checkpoint or stage file holds\n"
+    "  bench     measure transports, step time and memory against their peers\n"
     "  --version versions and what this build supports\n"
     "run `unet-pipeline <command> --help` for a command's options";
 
@@ -57,7 +58,8 @@ std::string DefaultOut(const std::string& config_path) {
 void CheckBuilt(const Config& config) {
   if (config.train.precision != "fp32") {
     throw UsageError("train.precision = " + config.train.precision +
-                     ": bf16 autocast is not built yet; use fp32 (`unet-pipeline plan` can still estimate bf16)");
+                     ": bf16 autocast is not built yet; use fp32 (`unet-pipeline plan` can still "
+                     "estimate bf16)");
   }
 }
 
@@ -156,10 +158,9 @@ int LauncherMain(int argc, char** argv) {
     if (command == "plan") return PlanCommand(argc - 1, argv + 1);
     if (command == "check") return CheckMain(argc - 1, argv + 1);
     if (command == "inspect") return InspectMain(argc - 1, argv + 1);
-    throw UsageError("unknown command '" + command +
-                     "'; commands: train, plan, check, inspect, --version");
     if (command == "bench") return BenchMain(argc - 1, argv + 1);
-    throw UsageError("unknown command '" + command + "'; commands: train, --version");
+    throw UsageError("unknown command '" + command +
+                     "'; commands: train, plan, check, inspect, bench, --version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();
