@@ -196,9 +196,9 @@ def step_sections(tiny, small):
         "same arithmetic as a single-process step plus one copy of each boundary tensor and its "
         "gradient, and a control message per turn. Those are small next to the convolutions, so "
         "the ratio is set by noise; a ratio below 1 can come from each process keeping its own "
-        "warm caches and allocator. `pipeline recompute` is listed and not built: "
-        "`pipeline.activations: recompute` is accepted by the config but not implemented by the "
-        "stages (a run with it behaves as keep), so the bench does not time it. On 2 shared "
+        "warm caches and allocator. `pipeline recompute` runs the encoder's forward twice per "
+        "micro-batch (once without a graph, once before its backward), so its ratio is what "
+        "recomputation costs in time. On 2 shared "
         "cores, two unlocked stages of 1 thread each compete with each other and with the "
         "machine's other work; gpipe and 1f1b can only gain where the stages have a core (or a "
         "device) each.",
@@ -207,7 +207,7 @@ def step_sections(tiny, small):
     return out
 
 
-def memory_section(m, mb1):
+def memory_section(m, mb1, rec=None):
     rss = m["peak_rss_bytes"]
     trainer = rss["trainer"]
     rt = m["runtime_bytes"]
@@ -236,6 +236,14 @@ def memory_section(m, mb1):
         f"memory: {m['device_memory']}.",
         "",
     ]
+    if rec:
+        rr = rec["peak_rss_bytes"]
+        out += [
+            f"The same with `pipeline.activations=recompute`: single {mib(rr['trainer'])} MiB, "
+            f"encoder {mib(rr['encoder'])}, decoder {mib(rr['decoder'])}: {rec['ratio']:.2f}x "
+            f"({rec['ratio_above_runtime']:.2f}x above the runtime).",
+            "",
+        ]
     if mb1:
         r1 = mb1["peak_rss_bytes"]
         out += [
@@ -260,8 +268,8 @@ def memory_section(m, mb1):
             "encoder forwards every micro-batch before any backward (sequential and gpipe hold "
             "all of them; 1f1b bounds it by the stage count), so it holds the encoder half's "
             "activations for 2 micro-batches: as much as the whole model's for one. "
-            "`pipeline.activations: recompute` (keep only the boundary, recompute in backward) "
-            "is what would close this; it is not built.",
+            "`pipeline.activations: recompute` (keep only the encoder's input, recompute in "
+            "backward) closes this part: see the recompute row below when it was measured.",
             "3. **The rings.** Each stage writes one ring and reads the other; both rings' pages "
             f"({mib(m['ring_bytes'])} MiB) end up in each stage's RSS, on top of its own copies "
             "of the tensors it sends.",
@@ -283,6 +291,7 @@ def main():
     small = load(folder, "step-small")
     mem = load(folder, "memory-small")
     mb1 = load(folder, "memory-small-mb1")
+    rec = load(folder, "memory-small-recompute")
     lines = [
         "# Benchmarks",
         "",
@@ -297,7 +306,7 @@ def main():
         lines += transport_section(t)
     lines += step_sections(tiny, small)
     if mem:
-        lines += memory_section(mem, mb1)
+        lines += memory_section(mem, mb1, rec)
     with open(out_path, "w") as f:
         f.write("\n".join(lines).rstrip() + "\n")
 

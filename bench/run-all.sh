@@ -31,5 +31,7 @@ run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --w
 run memory-small memory --config configs/small.yaml --steps 3
 # The same with one micro-batch in flight, to separate that effect (docs say why).
 run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1
+# And with the encoder's activations recomputed instead of kept.
+run memory-small-recompute memory --config configs/small.yaml --steps 3 --set pipeline.activations=recompute
 python3 bench/report.py "$OUT" docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md" >&2

@@ -1,6 +1,7 @@
 // See stage_worker.h.
 #include "ipc/stage_worker.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cxxopts.hpp>
@@ -115,6 +116,9 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
 }  // namespace
 
 int StageMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory) {
+  // Ctrl-C reaches the whole process group: the launcher decides how the run
+  // stops (finish the step, checkpoint), so the stages ignore it.
+  signal(SIGINT, SIG_IGN);
   if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
   std::optional<ControlChannel> control;
   try {

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <cstring>
 #include <ctime>
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "launcher/inspect.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
+#include "launcher/stop_signal.h"
 
 namespace up {
 namespace {
@@ -133,8 +135,25 @@ int Train(int argc, char** argv) {
   if (args.count("trace")) debug.trace_file = args["trace"].as<std::string>();
   if (args.count("single-process") && (args.count("record") || args.count("trace")))
     throw UsageError("--record and --trace are for the pipeline; drop --single-process");
-  const TrainSummary s = args.count("single-process") ? RunSingleProcess(config, *run, resume)
-                                                      : RunPipeline(config, *run, resume, debug);
+  StopSignals stop;
+  TrainSummary s;
+  try {
+    s = args.count("single-process") ? RunSingleProcess(config, *run, resume)
+                                     : RunPipeline(config, *run, resume, debug);
+  } catch (const Error& e) {
+    if (const int sig = StopSignals::requested()) {
+      throw Error(
+          Str("stopped at once by ", strsignal(sig), " (", e.what(), "); the newest checkpoint in ",
+              run->path(), " is intact: continue with --resume ", run->path()),
+          128 + sig);
+    }
+    throw;
+  }
+  if (const int sig = StopSignals::requested(); sig && s.steps < config.train.steps) {
+    std::cerr << "unet-pipeline: stopped by " << strsignal(sig) << " after step " << s.steps
+              << " (checkpointed); continue with --resume " << run->path() << std::endl;
+    return 128 + sig;
+  }
   LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
               " samples/s, param_digest ", s.param_digest));
   return 0;

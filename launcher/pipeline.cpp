@@ -24,6 +24,7 @@
 #include "launcher/handshake.h"
 #include "launcher/progress.h"
 #include "launcher/stage_link.h"
+#include "launcher/stop_signal.h"
 
 namespace up {
 namespace {
@@ -151,6 +152,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
        ChildProcess::Spawn(
            {"decoder", decoder_bin, stage_args("decoder", bwd_name, fwd_name), {}, true}),
        std::nullopt});
+  for (const StageLink& link : links)
+    StopSignals::WatchChild(link.child.pid());  // a second Ctrl-C kills them
   StageGroup stages(std::move(links));
   struct Abort {  // on any error: wake stages blocked on a ring, then kill them
     ipc::ShmRing& fwd;
@@ -188,6 +191,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   Progress progress("pipeline", t.steps);
   TrainSummary summary;
   const auto wall_start = Clock::now();
+  int64_t completed = start;
   for (int64_t step = start; step < t.steps; ++step) {
     const auto step_start = Clock::now();
     std::vector<float> norms[2];
@@ -264,7 +268,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s, turns);
     summary.final_loss = loss;
 
-    const bool last = step + 1 == t.steps;
+    // A stop signal: finish this step, checkpoint it, leave the loop.
+    const bool stopping = StopSignals::requested() != 0 && step + 1 < t.steps;
+    const bool last = step + 1 == t.steps || stopping;
     if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       for (StageLink& s : stages.all()) {
@@ -279,6 +285,12 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
       }
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
+    }
+    completed = step + 1;
+    if (stopping) {
+      LogWarn(Str("stop requested: step ", completed, " is checkpointed; continue with --resume ",
+                  run.path()));
+      break;
     }
   }
   summary.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
@@ -307,14 +319,14 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
 
   // The digest comes from the final checkpoint the stages wrote.
   const fs::path final_dir =
-      fs::path(run.path()) / "checkpoints" / ("step-" + std::to_string(t.steps));
+      fs::path(run.path()) / "checkpoints" / ("step-" + std::to_string(completed));
   UNetEncoder enc(config.model, 0);
   UNetDecoder dec(config.model, 0);
-  summary.steps = t.steps;
+  summary.steps = completed;
   summary.param_digest = ParamDigest(LoadWeights((final_dir / "encoder.pt").string(), enc, t),
                                      LoadWeights((final_dir / "decoder.pt").string(), dec, t));
   summary.samples_per_s =
-      summary.wall_s > 0 ? (t.steps - start) * t.batch_size / summary.wall_s : 0;
+      summary.wall_s > 0 ? (completed - start) * t.batch_size / summary.wall_s : 0;
 
   JsonWriter rss, busy, device_peak;
   device_peak.Field("encoder", stages[StageId::kEncoder].device_peak_bytes)

@@ -15,6 +15,7 @@
 #include "common/stage_parking.h"
 #include "common/unet.h"
 #include "launcher/progress.h"
+#include "launcher/stop_signal.h"
 
 namespace up {
 namespace {
@@ -54,6 +55,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
   Progress progress("single-process", t.steps);
   TrainSummary summary;
   const auto wall_start = Clock::now();
+  int64_t completed = start;
   for (int64_t step = start; step < t.steps; ++step) {
     const auto step_start = Clock::now();
     enc_opt.BeginStep(step);
@@ -86,7 +88,9 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     progress.Step(step + 1, loss_sum, dice.Mean(), t.batch_size / step_s);
     summary.final_loss = loss_sum;
 
-    const bool last = step + 1 == t.steps;
+    // A stop signal: finish this step, checkpoint it, leave the loop.
+    const bool stopping = StopSignals::requested() != 0 && step + 1 < t.steps;
+    const bool last = step + 1 == t.steps || stopping;
     if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       SaveStageFile((fs::path(staging) / "encoder.pt").string(), *model->encoder,
@@ -95,11 +99,17 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
                     dec_opt.optimizer(), step + 1);
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
+    completed = step + 1;
+    if (stopping) {
+      LogWarn(Str("stop requested: step ", completed, " is checkpointed; continue with --resume ",
+                  run.path()));
+      break;
+    }
   }
-  summary.steps = t.steps;
+  summary.steps = completed;
   summary.wall_s = Seconds(wall_start, Clock::now());
   summary.samples_per_s =
-      summary.wall_s > 0 ? (t.steps - start) * t.batch_size / summary.wall_s : 0;
+      summary.wall_s > 0 ? (completed - start) * t.batch_size / summary.wall_s : 0;
   summary.param_digest = ParamDigest(NamedState(*model->encoder), NamedState(*model->decoder));
 
   JsonWriter rss, device_peak;

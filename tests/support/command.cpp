@@ -12,10 +12,16 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 namespace up::test {
 
-CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s) {
+namespace {
+
+// Forks and execs argv with stdout and stderr into a pipe; returns the pid and
+// the pipe's read end.
+std::pair<int, int> Launch(const std::vector<std::string>& argv) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
@@ -31,6 +37,40 @@ CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s)
     _exit(127);
   }
   close(fds[1]);
+  return {pid, fds[0]};
+}
+
+CommandResult Collect(int pid, int fd, double timeout_s);
+
+}  // namespace
+
+BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv) {
+  std::tie(pid_, out_fd_) = Launch(argv);
+}
+
+BackgroundCommand::~BackgroundCommand() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+CommandResult BackgroundCommand::Wait(double timeout_s) {
+  CommandResult r = Collect(pid_, out_fd_, timeout_s);
+  pid_ = -1;
+  out_fd_ = -1;
+  return r;
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s) {
+  const auto [pid, fd] = Launch(argv);
+  return Collect(pid, fd, timeout_s);
+}
+
+namespace {
+
+CommandResult Collect(int pid, int fd, double timeout_s) {
   CommandResult result;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buf[4096];
@@ -43,13 +83,13 @@ CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s)
       kill(pid, SIGKILL);
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    const ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) break;
     result.output.append(buf, n);
   }
-  close(fds[0]);
+  close(fd);
   int status = 0;
   waitpid(pid, &status, 0);
   if (timed_out) {
@@ -60,6 +100,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s)
   }
   return result;
 }
+
+}  // namespace
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/up-test-XXXXXX";

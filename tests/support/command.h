@@ -15,6 +15,22 @@ struct CommandResult {
 // and reports exit code -1 with "TIMEOUT" appended to the output).
 CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s = 300);
 
+// A program started in the background (output captured), for tests that
+// signal it while it runs.
+class BackgroundCommand {
+ public:
+  explicit BackgroundCommand(const std::vector<std::string>& argv);
+  ~BackgroundCommand();  // kills and reaps it if still running
+  BackgroundCommand(const BackgroundCommand&) = delete;
+  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
+  int pid() const { return pid_; }
+  CommandResult Wait(double timeout_s = 300);
+
+ private:
+  int pid_ = -1;
+  int out_fd_ = -1;
+};
+
 // A fresh empty directory under /tmp, removed by the destructor.
 class TempDir {
  public:
