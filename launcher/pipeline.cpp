@@ -24,6 +24,7 @@
 #include "launcher/handshake.h"
 #include "launcher/progress.h"
 #include "launcher/stage_link.h"
+#include "launcher/stale_runs.h"
 #include "launcher/stop_signal.h"
 
 namespace up {
@@ -55,7 +56,8 @@ std::string StageBinary(const std::string& name) {
 
 // Removes the private socket folder whatever the way out.
 struct SocketDir {
-  explicit SocketDir(const ipc::RunId& id) : path(ipc::MakePrivateRunDir("up-" + id.Hex())) {}
+  explicit SocketDir(const ipc::RunId& id)
+      : path(ipc::MakePrivateRunDir(RunNamePrefix(getpid(), id.Hex()))) {}
   ~SocketDir() { ipc::RemoveTree(path); }
   std::string path;
 };
@@ -113,6 +115,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
 
   // The run's resources, in the order they are released backwards: the
   // socket folder, the rings (removed last), then the processes (killed first).
+  for (const std::string& path : RemoveStaleRuns()) {
+    LogWarn("removed " + path + ", left behind by a run whose launcher died");
+  }
   const ipc::RunId run_id = ipc::RunId::Random();
   SocketDir sockets(run_id);
   ipc::ControlListener listener = ipc::ControlListener::Listen(sockets.path + "/control.sock");
@@ -122,8 +127,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   for (size_t i = 0; i < spec.names.size(); ++i)
     wire_specs.push_back({spec.names[i], ipc::DType::kFloat32, spec.shapes[i]});
   const uint64_t slot_bytes = ipc::ShmRing::PayloadBytesFor(wire_specs);
-  const std::string fwd_name = "up-" + run_id.Hex() + "-fwd";
-  const std::string bwd_name = "up-" + run_id.Hex() + "-bwd";
+  const std::string fwd_name = RunNamePrefix(getpid(), run_id.Hex()) + "-fwd";
+  const std::string bwd_name = RunNamePrefix(getpid(), run_id.Hex()) + "-bwd";
   auto fwd =
       ipc::ShmRing::Create({fwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
   auto bwd =

@@ -260,5 +260,39 @@ TEST(Pipeline, KilledStageEndsTheRunCleanly) {
   }
 }
 
+TEST(Pipeline, KilledLauncherTakesItsStagesAlongAndTheNextRunCleansUp) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  BackgroundCommand launcher({BinPath("unet-pipeline"), "train", "--config",
+                              SourcePath("configs/tiny.yaml"), "--set", "train.steps=100000",
+                              "--out", run});
+  for (int i = 0; i < 300 && Slurp(run + "/metrics.jsonl").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(ProcessesMentioning(run + "/config.yaml").empty());
+  kill(launcher.pid(), SIGKILL);
+  const std::string output = launcher.Wait().output;
+  const size_t at = output.find("run id ");
+  ASSERT_NE(at, std::string::npos) << output;
+  const std::string id = output.substr(at + 7, 32);
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = ProcessesMentioning(run + "/config.yaml").empty();
+  }
+  EXPECT_TRUE(gone) << "stages must exit when their launcher dies";
+  // Its segments are left behind; the next run (this one, or any other
+  // started meanwhile) removes them.
+  CommandResult next = Train({"--config", SourcePath("configs/tiny.yaml"), "--set", "train.steps=1",
+                              "--out", dir / "next"});
+  EXPECT_EQ(next.exit_code, 0) << next.output;
+  for (const char* folder : {"/dev/shm", "/tmp"}) {
+    for (const auto& e : fs::directory_iterator(folder)) {
+      EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
+          << "leftover " << e.path();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace up::test
