@@ -269,7 +269,7 @@ def memory_section(m, mb1, rec=None):
             "all of them; 1f1b bounds it by the stage count), so it holds the encoder half's "
             "activations for 2 micro-batches: as much as the whole model's for one. "
             "`pipeline.activations: recompute` (keep only the encoder's input, recompute in "
-            "backward) closes this part: see the recompute row below when it was measured.",
+            "backward) closes this part: the recompute line above measures it.",
             "3. **The rings.** Each stage writes one ring and reads the other; both rings' pages "
             f"({mib(m['ring_bytes'])} MiB) end up in each stage's RSS, on top of its own copies "
             "of the tensors it sends.",

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/checkpoint.h"
+#include "common/deadline.h"
 #include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -13,11 +14,6 @@ namespace up {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-ipc::Deadline After(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 }  // namespace
 

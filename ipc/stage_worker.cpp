@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/deadline.h"
 #include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -22,11 +23,6 @@ namespace up::ipc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Deadline After(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 struct StageArgs {
   std::string config, control, run_id, send_ring, recv_ring, load, log, record, trace;

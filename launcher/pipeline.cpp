@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "common/deadline.h"
 #include "common/device_memory.h"
 #include "common/digest.h"
 #include "common/errors.h"
@@ -32,11 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-Clock::time_point After(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 std::string SelfDir() {
   std::error_code ec;
