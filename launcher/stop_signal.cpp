@@ -15,7 +15,8 @@ struct sigaction g_old_int, g_old_term;
 
 void OnSignal(int sig) {
   if (g_first_signal == 0) g_first_signal = sig;
-  if (++g_count >= 2) {
+  g_count = g_count + 1;
+  if (g_count >= 2) {
     for (auto& child : g_children) {
       const pid_t pid = child.load();
       if (pid > 0) kill(pid, SIGKILL);
