@@ -84,7 +84,7 @@ std::string BoundarySignature(const Config& config) {
     out += (i ? " " : "") + spec.names[i] + ":";
     for (size_t d = 0; d < spec.shapes[i].size(); ++d)
       out += (d ? "x" : "") + std::to_string(spec.shapes[i][d]);
-    out += ":f32";
+    out += config.train.precision == "bf16" ? ":autocast-bf16" : ":f32";
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/loss.h"
+#include "common/precision.h"
 #include "common/trace.h"
 
 namespace up {
@@ -103,10 +104,13 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
     (i == 0 ? b.bottleneck : b.skips.emplace_back()) = leaf;
   }
   MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
-  torch::Tensor logits = model_->forward(b);      // (n, K, *S)
   torch::Tensor masks = batch.masks.to(device_);  // (n, *S)
-  torch::Tensor loss =
-      SegmentationLoss(logits, masks, config_.train.loss) / config_.train.micro_batches;
+  torch::Tensor logits, loss;                     // (n, K, *S), ()
+  {
+    AutocastScope autocast(config_.train, device_);
+    logits = model_->forward(b);
+    loss = SegmentationLoss(logits, masks, config_.train.loss) / config_.train.micro_batches;
+  }
   loss.backward();
 
   std::vector<ipc::NamedTensor> grads;

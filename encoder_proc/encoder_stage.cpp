@@ -8,6 +8,7 @@
 #include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/precision.h"
 #include "common/trace.h"
 
 namespace up {
@@ -82,6 +83,7 @@ void EncoderStage::Forward(int64_t step, int mb) {
   TraceSpan span(Str("forward m", mb), "compute");
   MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
   Boundary out;  // bottleneck (n, 2F, S/2^L), skips[i] (n, F[i], S/2^i)
+  AutocastScope autocast(config_.train, device_);
   if (recompute_) {
     torch::NoGradGuard no_graph;  // only the input is kept; B runs the forward again
     out = model_->forward(batch.images.to(device_));
@@ -107,7 +109,11 @@ Boundary EncoderStage::Recompute(int mb) {
   // second pass must leave them as they are.
   std::vector<torch::Tensor> saved;
   for (const auto& b : model_->buffers()) saved.push_back(b.clone());
-  Boundary out = model_->forward(input->second.to(device_));
+  Boundary out;
+  {
+    AutocastScope autocast(config_.train, device_);
+    out = model_->forward(input->second.to(device_));
+  }
   // set_data, not copy_: the graph just built saved these buffers, and an
   // in-place write would bump their version and void the backward.
   size_t i = 0;

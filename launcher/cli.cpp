@@ -55,16 +55,6 @@ std::string DefaultOut(const std::string& config_path) {
   return (fs::path("runs") / (stem + "-" + stamp)).string();
 }
 
-// Config values the trainers accept but this build cannot honour yet: refused
-// before anything is created, never silently replaced.
-void CheckBuilt(const Config& config) {
-  if (config.train.precision != "fp32") {
-    throw UsageError("train.precision = " + config.train.precision +
-                     ": bf16 autocast is not built yet; use fp32 (`unet-pipeline plan` can still "
-                     "estimate bf16)");
-  }
-}
-
 int Train(int argc, char** argv) {
   cxxopts::Options options("unet-pipeline train",
                            "Train a U-Net split into encoder and decoder stages.");
@@ -108,7 +98,6 @@ int Train(int argc, char** argv) {
     }
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
-    CheckBuilt(config);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
       throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
@@ -122,7 +111,6 @@ int Train(int argc, char** argv) {
     if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
-    CheckBuilt(config);
     run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
                                config));
   }

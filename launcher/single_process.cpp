@@ -10,6 +10,7 @@
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/loss.h"
+#include "common/precision.h"
 #include "common/proc_stats.h"
 #include "common/stage_optimizer.h"
 #include "common/stage_parking.h"
@@ -64,9 +65,13 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     double loss_sum = 0;
     for (int mb = 0; mb < t.micro_batches; ++mb) {
       MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
-      torch::Tensor masks = batch.masks.to(device);                    // (n, *S)
-      torch::Tensor logits = model->forward(batch.images.to(device));  // (n, K, *S)
-      torch::Tensor loss = SegmentationLoss(logits, masks, t.loss) / t.micro_batches;
+      torch::Tensor masks = batch.masks.to(device);  // (n, *S)
+      torch::Tensor logits, loss;                    // (n, K, *S), ()
+      {
+        AutocastScope autocast(t, device);
+        logits = model->forward(batch.images.to(device));
+        loss = SegmentationLoss(logits, masks, t.loss) / t.micro_batches;
+      }
       loss.backward();
       loss_sum += loss.item<double>();
       dice.Add(logits, masks);

@@ -162,6 +162,25 @@ TEST(Pipeline, RecomputeAndParkingEqualKeepWithBatchNorm) {
       keep);
 }
 
+TEST(Pipeline, Bf16AutocastEqualsSingleProcessAndDiffersFromFp32) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  auto run = [&](const std::string& out, const std::string& precision,
+                 std::vector<std::string> extra) {
+    std::vector<std::string> args{"--config",      config,   "--set",
+                                  "train.steps=4", "--set",  "train.precision=" + precision,
+                                  "--out",         dir / out};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Train(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Digest(dir / out);
+  };
+  const std::string single = run("single", "bf16", {"--single-process"});
+  EXPECT_EQ(run("pipe", "bf16", {}), single);
+  EXPECT_EQ(run("recompute", "bf16", {"--set", "pipeline.activations=recompute"}), single);
+  EXPECT_NE(run("fp32", "fp32", {"--single-process"}), single) << "bf16 must change the arithmetic";
+}
+
 TEST(Pipeline, CudaWithoutAGpuIsAClearError) {
   TempDir dir;
   CommandResult probe = RunCommand({BinPath("unet-pipeline"), "--version"});
