@@ -4,6 +4,9 @@
 // not a SIGPIPE, and plain std::filesystem for the run directory helpers.
 #include "ipc/control_channel.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -59,6 +62,41 @@ sockaddr_un MakeAddress(const std::string& path) {
   }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
+}
+
+// "tcp:HOST:PORT" -> host, port; false when `endpoint` is not of that form.
+bool SplitTcpEndpoint(const std::string& endpoint, std::string* host, int* port) {
+  if (endpoint.rfind("tcp:", 0) != 0) return false;
+  const size_t colon = endpoint.rfind(':');
+  if (colon <= 4) throw UsageError("control endpoint '" + endpoint + "' must be tcp:HOST:PORT");
+  *host = endpoint.substr(4, colon - 4);
+  const std::string digits = endpoint.substr(colon + 1);
+  char* end = nullptr;
+  const long value = std::strtol(digits.c_str(), &end, 10);
+  if (digits.empty() || *end != '\0' || value < 1 || value > 65535) {
+    throw UsageError("control endpoint '" + endpoint + "' has port '" + digits +
+                     "'; a port is 1 to 65535");
+  }
+  *port = static_cast<int>(value);
+  return true;
+}
+
+// The IPv4 address of `host` (a dotted address or a name).
+sockaddr_in ResolveIpv4(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    throw UsageError("cannot resolve host '" + host + "' to an IPv4 address (" +
+                     ::gai_strerror(rc) + "); give an address such as 127.0.0.1");
+  }
+  sockaddr_in addr{};
+  std::memcpy(&addr, found->ai_addr, sizeof(addr));
+  ::freeaddrinfo(found);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   return addr;
 }
 
@@ -130,6 +168,35 @@ ControlChannel ControlChannel::Connect(const std::string& socket_path, Deadline 
     }
     std::this_thread::sleep_for(
         std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - now));
+  }
+}
+
+ControlChannel ControlChannel::ConnectTo(const std::string& endpoint, Deadline deadline) {
+  std::string host;
+  int port = 0;
+  if (!SplitTcpEndpoint(endpoint, &host, &port)) return Connect(endpoint, deadline);
+  const sockaddr_in addr = ResolveIpv4(host, port);
+  const auto start = Clock::now();
+  for (;;) {
+    ControlChannel channel(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), "peer");
+    if (channel.fd_ < 0) throw RuntimeError("cannot create a TCP socket: " + ErrnoText(errno));
+    if (::connect(channel.fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      const int one = 1;  // control frames are small and answered at once
+      ::setsockopt(channel.fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      return channel;
+    }
+    const int err = errno;
+    if (err != ECONNREFUSED && err != EAGAIN && err != EINTR && err != ETIMEDOUT &&
+        err != EHOSTUNREACH && err != ENETUNREACH) {
+      throw RuntimeError("cannot connect to control endpoint " + endpoint + ": " + ErrnoText(err));
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      throw TimeoutError("timed out after " + LimitText(start, deadline) + " connecting to " +
+                         endpoint + " (" + ErrnoText(err) + "); is node 0's launcher running?");
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(50), deadline - now));
   }
 }
 
@@ -309,8 +376,25 @@ ControlListener ControlListener::Listen(const std::string& socket_path) {
   return listener;
 }
 
+ControlListener ControlListener::ListenTcp(const std::string& host) {
+  sockaddr_in addr = ResolveIpv4(host, 0);
+  ControlListener listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), "");
+  if (listener.fd_ < 0) throw RuntimeError("cannot create a TCP socket: " + ErrnoText(errno));
+  socklen_t len = sizeof(addr);
+  if (::bind(listener.fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listener.fd_, kListenBacklog) != 0 ||
+      ::getsockname(listener.fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw UsageError("cannot listen for stages on " + host + ": " + ErrnoText(errno) +
+                     "; --master-addr must be an address of this machine");
+  }
+  listener.tcp_ = "tcp:" + host + ":" + std::to_string(ntohs(addr.sin_port));
+  return listener;
+}
+
 ControlListener::ControlListener(ControlListener&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      tcp_(std::move(other.tcp_)) {
   other.path_.clear();
 }
 
@@ -319,6 +403,7 @@ ControlListener& ControlListener::operator=(ControlListener&& other) noexcept {
     Close();
     fd_ = std::exchange(other.fd_, -1);
     path_ = std::move(other.path_);
+    tcp_ = std::move(other.tcp_);
     other.path_.clear();
   }
   return *this;
@@ -340,11 +425,17 @@ ControlChannel ControlListener::Accept(Deadline deadline) {
   for (;;) {
     if (WaitReadable({fd_}, deadline) < 0) {
       throw TimeoutError("timed out after " + LimitText(start, deadline) +
-                         " waiting for a connection on control socket " + path_);
+                         " waiting for a connection on control socket " + endpoint());
     }
     // The accepted socket is blocking: accept4 does not inherit O_NONBLOCK.
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) return ControlChannel::Adopt(fd, "peer");
+    if (fd >= 0) {
+      if (!tcp_.empty()) {
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      }
+      return ControlChannel::Adopt(fd, "peer");
+    }
     const int err = errno;
     if (err == EINTR || err == EAGAIN || err == EWOULDBLOCK || err == ECONNABORTED ||
         err == EPROTO) {

@@ -42,6 +42,10 @@ class ControlChannel {
   // is missing or refuses (the listener may not be up yet). TimeoutError at
   // the deadline; UsageError if the path is too long for a socket address.
   static ControlChannel Connect(const std::string& socket_path, Deadline deadline);
+  // Connects to "tcp:HOST:PORT" (a listener on another node, see
+  // ControlListener::ListenTcp) or, for anything else, the Unix socket at
+  // that path. Retries until the deadline like Connect.
+  static ControlChannel ConnectTo(const std::string& endpoint, Deadline deadline);
   // Takes ownership of a connected stream socket (e.g. one end of a
   // socketpair). UsageError if fd < 0.
   static ControlChannel Adopt(int fd, std::string peer_name = "peer");
@@ -96,6 +100,11 @@ class ControlListener {
   // socket file mode 0600. UsageError naming the path and the limit if it is
   // too long for sun_path; RuntimeError if bind/listen fail.
   static ControlListener Listen(const std::string& socket_path);
+  // Binds and listens on TCP at `host` (an IPv4 address or a name that
+  // resolves to one; only that interface) on a port the kernel picks;
+  // endpoint() tells it. For stages on other nodes: the frames are the same,
+  // in little-endian byte order (every supported machine is little-endian).
+  static ControlListener ListenTcp(const std::string& host);
 
   ControlListener(ControlListener&& other) noexcept;
   ControlListener& operator=(ControlListener&& other) noexcept;
@@ -108,13 +117,17 @@ class ControlListener {
 
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
+  // What a peer passes to ControlChannel::ConnectTo: the socket path, or
+  // "tcp:HOST:PORT".
+  std::string endpoint() const { return tcp_.empty() ? path_ : tcp_; }
 
  private:
   ControlListener(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   void Close() noexcept;
 
   int fd_ = -1;
-  std::string path_;
+  std::string path_;  // Unix socket file (unlinked on close); empty for TCP
+  std::string tcp_;   // "tcp:HOST:PORT" for a TCP listener
 };
 
 // Polls `fds` for POLLIN/POLLHUP/POLLERR until the deadline; returns the

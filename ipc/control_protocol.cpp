@@ -1,7 +1,10 @@
 // See control_protocol.h.
 #include "ipc/control_protocol.h"
 
+#include <fstream>
+
 #include "common/errors.h"
+#include "common/fs_util.h"
 #include "ipc/wire.h"
 
 namespace up::ipc {
@@ -43,6 +46,8 @@ const char* MsgTypeName(uint32_t type) {
       return "Bye";
     case MsgType::kFailed:
       return "Failed";
+    case MsgType::kFileChunk:
+      return "FileChunk";
   }
   return "unknown";
 }
@@ -81,7 +86,19 @@ Hello DecodeHello(const ControlMessage& m) {
   return h;
 }
 
-ControlMessage EncodeWelcome() { return Message(MsgType::kWelcome); }
+ControlMessage EncodeWelcome(bool state_follows) {
+  WireWriter w;
+  w.U32(state_follows ? 1 : 0);
+  return Message(MsgType::kWelcome, w.Take());
+}
+bool DecodeWelcome(const ControlMessage& m) {
+  Check(m, MsgType::kWelcome);
+  WireReader r(m.payload, "Welcome message");
+  const uint32_t flags = r.U32();
+  r.ExpectDone();
+  if (flags > 1) throw RuntimeError("malformed Welcome message: flags " + std::to_string(flags));
+  return flags == 1;
+}
 ControlMessage EncodeReject(const std::string& reason) {
   WireWriter w;
   w.Str(reason);
@@ -220,6 +237,59 @@ void ExpectType(const ControlMessage& m, MsgType expected, const std::string& pe
   }
   throw RuntimeError("protocol error: " + peer + " sent " + MsgTypeName(m.type) + " where " +
                      MsgTypeName(static_cast<uint32_t>(expected)) + " was expected");
+}
+
+ControlMessage Encode(const FileChunk& m) {
+  WireWriter w;
+  w.U32(m.last ? 1 : 0).Str(m.bytes);
+  return Message(MsgType::kFileChunk, w.Take());
+}
+FileChunk DecodeFileChunk(const ControlMessage& m) {
+  Check(m, MsgType::kFileChunk);
+  WireReader r(m.payload, "FileChunk message");
+  FileChunk c;
+  const uint32_t last = r.U32();
+  c.bytes = r.Str();
+  r.ExpectDone();
+  if (last > 1)
+    throw RuntimeError("malformed FileChunk message: last flag " + std::to_string(last));
+  if (c.bytes.size() > kFileChunkBytes) {
+    throw RuntimeError("malformed FileChunk message: " + std::to_string(c.bytes.size()) +
+                       " bytes, the limit is " + std::to_string(kFileChunkBytes));
+  }
+  c.last = last == 1;
+  return c;
+}
+
+void SendFile(ControlChannel& channel, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RuntimeError("cannot read " + path + " to send it to " + channel.peer_name());
+  FileChunk chunk;
+  do {
+    chunk.bytes.resize(kFileChunkBytes);
+    in.read(chunk.bytes.data(), static_cast<std::streamsize>(chunk.bytes.size()));
+    chunk.bytes.resize(static_cast<size_t>(in.gcount()));
+    chunk.last = in.eof();
+    if (in.bad()) throw RuntimeError("cannot read " + path + ": I/O error");
+    channel.Send(Encode(chunk));
+  } while (!chunk.last);
+}
+
+void ReceiveFile(ControlChannel& channel, const std::string& path, uint64_t max_bytes,
+                 ControlChannel::Deadline deadline) {
+  std::string data;
+  for (;;) {
+    const ControlMessage m = channel.Receive(deadline);
+    ExpectType(m, MsgType::kFileChunk, channel.peer_name());
+    FileChunk chunk = DecodeFileChunk(m);
+    if (data.size() + chunk.bytes.size() > max_bytes) {
+      throw RuntimeError(channel.peer_name() + " sent a file of more than " +
+                         std::to_string(max_bytes) + " bytes for " + path);
+    }
+    data += chunk.bytes;
+    if (chunk.last) break;
+  }
+  WriteFileAtomic(path, data);
 }
 
 }  // namespace up::ipc

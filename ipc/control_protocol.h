@@ -4,11 +4,14 @@
 //
 //   stage -> launcher  Hello      protocol version, stage name, pid, config
 //                                 hash, boundary signature (checked before work)
-//   launcher -> stage  Welcome    go ahead (or Reject: reason, then close)
+//   launcher -> stage  Welcome    go ahead (or Reject: reason, then close);
+//                                 a flag says the stage file to resume from
+//                                 follows as FileChunks (a stage on another node)
 //   launcher -> stage  Turn       the stage holds its device: run these actions
 //   stage -> launcher  TurnDone   busy time, loss and Dice counts, grad norms
 //   launcher -> stage  Save       write the stage file of step N to a path
-//   stage -> launcher  Saved
+//   stage -> launcher  Saved      (a stage on another node first sends the
+//                                 stage file itself as FileChunks)
 //   launcher -> stage  Finish     stage answers Bye and exits 0
 //   stage -> launcher  Failed     exit code and one-line message, then exits
 //
@@ -37,6 +40,7 @@ enum class MsgType : uint32_t {
   kFinish = 8,
   kBye = 9,
   kFailed = 10,
+  kFileChunk = 11,
 };
 const char* MsgTypeName(uint32_t type);
 
@@ -89,7 +93,9 @@ struct Failure {
 };
 
 ControlMessage Encode(const Hello& m);
-ControlMessage EncodeWelcome();
+// `state_follows`: the stage file to load comes next, as FileChunks.
+ControlMessage EncodeWelcome(bool state_follows = false);
+bool DecodeWelcome(const ControlMessage& m);  // state_follows
 ControlMessage EncodeReject(const std::string& reason);
 ControlMessage Encode(const TurnRequest& m);
 ControlMessage Encode(const TurnReport& m);
@@ -111,6 +117,22 @@ SaveRequest DecodeSave(const ControlMessage& m);
 int64_t DecodeSaved(const ControlMessage& m);
 ByeReport DecodeBye(const ControlMessage& m);
 Failure DecodeFailed(const ControlMessage& m);
+
+// A file crossing the control connection (a stage file between nodes), in
+// chunks of at most kFileChunkBytes; the last one says so.
+inline constexpr size_t kFileChunkBytes = 8 << 20;
+struct FileChunk {
+  bool last = false;
+  std::string bytes;
+};
+ControlMessage Encode(const FileChunk& m);
+FileChunk DecodeFileChunk(const ControlMessage& m);
+// Sends the file at `path` as FileChunks. RuntimeError if it cannot be read.
+void SendFile(ControlChannel& channel, const std::string& path);
+// Writes FileChunks from `channel` to `path` (created or truncated, fsynced)
+// until the last one. `max_bytes` bounds the total (RuntimeError beyond it).
+void ReceiveFile(ControlChannel& channel, const std::string& path, uint64_t max_bytes,
+                 ControlChannel::Deadline deadline);
 
 // Throws RuntimeError naming both types when `m` is not of type `expected`
 // (a Failed message becomes a RuntimeError carrying the peer's message).

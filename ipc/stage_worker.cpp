@@ -15,6 +15,8 @@
 #include "common/proc_stats.h"
 #include "common/sha256.h"
 #include "common/trace.h"
+#include "common/unet.h"
+#include "ipc/c10d_channel.h"
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/stage_alone.h"
 #include "ipc/stage_observer.h"
@@ -23,9 +25,14 @@ namespace up::ipc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kForwardTag = 1;   // encoder -> decoder
+constexpr int kBackwardTag = 2;  // decoder -> encoder
+// A stage file received from node 0 for resume; far above any U-Net's.
+constexpr uint64_t kMaxStageFileBytes = 64ULL << 30;
 
 struct StageArgs {
   std::string config, control, run_id, send_ring, recv_ring, load, log, record, trace;
+  std::string c10d, store, node_addr, scratch;  // c10d transport; scratch: remote stages
   int record_steps = 1;
   LogLevel level = LogLevel::kInfo;
 };
@@ -43,7 +50,16 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
       "record", "recording folder", cxxopts::value<std::string>()->default_value(""))(
       "record-steps", "steps to record", cxxopts::value<int>()->default_value("1"))(
       "trace", "trace part file", cxxopts::value<std::string>()->default_value(""))(
-      "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
+      "c10d", "boundary over a c10d process group: gloo | nccl",
+      cxxopts::value<std::string>()->default_value(""))(
+      "store", "c10d rendezvous store HOST:PORT", cxxopts::value<std::string>()->default_value(""))(
+      "node-addr", "this node's address for c10d sockets",
+      cxxopts::value<std::string>()->default_value("127.0.0.1"))(
+      "scratch",
+      "on a node without the run folder: a private folder; stage files cross the control "
+      "connection",
+      cxxopts::value<std::string>()->default_value(""))("v,verbose", "debug logging")(
+      "q,quiet", "warnings and errors only")("h,help", "this help");
   cxxopts::ParseResult r;
   try {
     r = options.parse(argc, argv);
@@ -55,15 +71,26 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
     std::exit(0);
   }
   StageArgs a;
-  for (const char* key : {"config", "control", "run-id", "send-ring", "recv-ring"}) {
-    if (!r.count(key))
+  a.c10d = r["c10d"].as<std::string>();
+  std::vector<const char*> required{"config", "control", "run-id"};
+  for (const char* key : a.c10d.empty() ? std::vector<const char*>{"send-ring", "recv-ring"}
+                                        : std::vector<const char*>{"store"}) {
+    required.push_back(key);
+  }
+  for (const char* key : required) {
+    if (!r.count(key) || r[key].as<std::string>().empty())
       throw UsageError(stage + "_proc needs --" + key + " (it is started by unet-pipeline)");
   }
   a.config = r["config"].as<std::string>();
   a.control = r["control"].as<std::string>();
   a.run_id = r["run-id"].as<std::string>();
-  a.send_ring = r["send-ring"].as<std::string>();
-  a.recv_ring = r["recv-ring"].as<std::string>();
+  if (a.c10d.empty()) {
+    a.send_ring = r["send-ring"].as<std::string>();
+    a.recv_ring = r["recv-ring"].as<std::string>();
+  }
+  a.store = r["store"].as<std::string>();
+  a.node_addr = r["node-addr"].as<std::string>();
+  a.scratch = r["scratch"].as<std::string>();
   a.load = r["load"].as<std::string>();
   a.log = r["log"].as<std::string>();
   a.record = r["record"].as<std::string>();
@@ -77,7 +104,7 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
 
 // Answers the launcher until Finish. Throws on any failure.
 void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRecorder* recorder,
-           const torch::Device& device) {
+           const torch::Device& device, const std::string& scratch) {
   for (;;) {
     const int64_t wait_start = TracingOn() ? MonotonicMicros() : 0;
     ControlMessage m = control.Receive(After(wait_s));
@@ -94,9 +121,16 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
         break;
       }
       case MsgType::kSave: {
-        const SaveRequest save = DecodeSave(m);
+        SaveRequest save = DecodeSave(m);
         TraceSpan span(trace_event::kCheckpoint, "io");
-        worker.Save(save);
+        if (scratch.empty()) {
+          worker.Save(save);
+        } else {  // the run folder is on node 0: the file crosses the connection
+          save.path = scratch + "/stage.pt";
+          worker.Save(save);
+          SendFile(control, save.path);
+          std::remove(save.path.c_str());
+        }
         control.Send(EncodeSaved(save.step));
         break;
       }
@@ -107,6 +141,64 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
         throw RuntimeError(std::string("protocol error: the launcher sent ") + MsgTypeName(m.type));
     }
   }
+}
+
+// The c10d transport is joined after the handshake, so that a stage the
+// launcher rejects, or whose peer never comes, is reported as such; the
+// worker is built before, on these forwarders.
+struct LateTransport : TensorSender {
+  std::unique_ptr<TensorSender> sender;
+  std::unique_ptr<TensorReceiver> receiver;
+  void Send(const MessageMeta& meta, const std::vector<NamedTensor>& tensors,
+            Deadline deadline) override {
+    sender->Send(meta, tensors, deadline);
+  }
+};
+struct LateReceiver : TensorReceiver {
+  explicit LateReceiver(LateTransport& t) : transport(t) {}
+  TensorMessage Receive(Deadline deadline) override {
+    return transport.receiver->Receive(deadline);
+  }
+  void Release(const TensorMessage& m) override { transport.receiver->Release(m); }
+  LateTransport& transport;
+};
+
+// The c10d transport: rank 0 is the encoder, rank 1 the decoder; one tag per
+// direction. Gloo moves host tensors, NCCL device tensors.
+std::pair<std::unique_ptr<TensorSender>, std::unique_ptr<TensorReceiver>> JoinC10d(
+    const StageArgs& args, const std::string& stage, const Config& config,
+    const torch::Device& device, const std::string& run_id) {
+  C10dOptions o;
+  o.backend = args.c10d;
+  const size_t colon = args.store.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw UsageError("--store '" + args.store + "' must be HOST:PORT");
+  o.store_host = args.store.substr(0, colon);
+  o.store_port = std::atoi(args.store.c_str() + colon + 1);
+  if (o.store_port < 1 || o.store_port > 65535)
+    throw UsageError("--store '" + args.store + "' has no valid port (1 to 65535)");
+  o.prefix = run_id;
+  o.rank = stage == "encoder" ? 0 : 1;
+  o.bind_host = args.node_addr;
+  o.timeout_s = config.pipeline.timeout_s;
+  auto group = JoinStageGroup(o, device);
+  const torch::Device wire_device = args.c10d == "nccl" ? device : torch::Device(torch::kCPU);
+  const BoundarySpec spec = BoundaryShapes(config.model, config.data.size,
+                                           config.train.batch_size / config.train.micro_batches);
+  uint64_t max_bytes = 0;  // fp32 boundary: the most a message carries
+  for (const auto& shape : spec.shapes) {
+    uint64_t numel = 1;
+    for (int64_t d : shape) numel *= static_cast<uint64_t>(d);
+    max_bytes += numel * sizeof(float);
+  }
+  const int peer = 1 - o.rank;
+  const int send_tag = o.rank == 0 ? kForwardTag : kBackwardTag;
+  const int recv_tag = o.rank == 0 ? kBackwardTag : kForwardTag;
+  LogInfo(Str("joined the ", args.c10d, " group as rank ", o.rank, " (", args.node_addr,
+              "), rendezvous ", args.store));
+  return {std::make_unique<C10dTensorSender>(group, peer, send_tag, wire_device,
+                                             config.train.micro_batches, o.timeout_s),
+          std::make_unique<C10dTensorReceiver>(group, peer, recv_tag, wire_device, max_bytes)};
 }
 
 }  // namespace
@@ -124,20 +216,31 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
     const double timeout_s = ctx.config.pipeline.timeout_s;
-    control.emplace(ControlChannel::Connect(args.control, After(timeout_s)));
+    control.emplace(ControlChannel::ConnectTo(args.control, After(timeout_s)));
     control->set_peer_name("launcher");
 
     const RunId run_id = RunId::FromHex(args.run_id);
-    std::unique_ptr<ShmRing> send_ring = ShmRing::Open(args.send_ring, run_id);
-    std::unique_ptr<ShmRing> recv_ring = ShmRing::Open(args.recv_ring, run_id);
     const StagePlacement& placement =
         stage == "encoder" ? ctx.config.pipeline.encoder : ctx.config.pipeline.decoder;
     const torch::Device device =
         ParseDevice(placement.device, "pipeline.stages." + stage + ".device");
     ApplyMemoryCapFromEnv(device);
+    std::unique_ptr<ShmRing> send_ring, recv_ring;
     std::unique_ptr<TensorSender> transport_sender;
     std::unique_ptr<TensorReceiver> transport_receiver;
-    if (ctx.config.pipeline.transport == "cuda_ipc") {
+    LateTransport* late = nullptr;  // c10d: joined after the handshake
+    if (!args.c10d.empty()) {
+      auto owned = std::make_unique<LateTransport>();
+      late = owned.get();
+      transport_receiver = std::make_unique<LateReceiver>(*late);
+      transport_sender = std::move(owned);
+    } else {
+      send_ring = ShmRing::Open(args.send_ring, run_id);
+      recv_ring = ShmRing::Open(args.recv_ring, run_id);
+    }
+    if (transport_sender) {
+      // c10d, set up above
+    } else if (ctx.config.pipeline.transport == "cuda_ipc") {
       if (!device.is_cuda()) {
         throw UsageError("pipeline.transport = cuda_ipc: the " + stage + " runs on " +
                          placement.device +
@@ -175,7 +278,19 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     if (answer.type == static_cast<uint32_t>(MsgType::kReject))
       throw UsageError(DecodeReject(answer));
     ExpectType(answer, MsgType::kWelcome, "launcher");
+    if (DecodeWelcome(answer)) {  // resume on a node without the run folder
+      if (args.scratch.empty())
+        throw RuntimeError("the launcher sent a stage file without --scratch");
+      const std::string path = args.scratch + "/resume.pt";
+      ReceiveFile(*control, path, kMaxStageFileBytes, After(timeout_s));
+      worker->Load(path);
+      std::remove(path.c_str());
+    }
     if (!args.load.empty()) worker->Load(args.load);
+    if (late) {
+      std::tie(late->sender, late->receiver) =
+          JoinC10d(args, stage, ctx.config, device, run_id.Hex());
+    }
     ApplyTestHooks(stage, *worker);
     if (recorder) {
       worker->on_loss = [&recorder](int64_t step, int mb, double loss) {
@@ -186,7 +301,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
 
     // Between turns a stage waits while the other stage computes a whole
     // turn, so its limit is longer than one turn's.
-    Serve(*worker, *control, 2 * timeout_s + 60, recorder.get(), device);
+    Serve(*worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
     StopTracing();
     return 0;
   } catch (const PeerGoneError& e) {

@@ -18,6 +18,7 @@
 #include "launcher/check.h"
 #include "launcher/commands.h"
 #include "launcher/inspect.h"
+#include "launcher/node_agent.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 #include "launcher/stop_signal.h"
@@ -43,7 +44,8 @@ int Version() {
             << "LibTorch " << TORCH_VERSION << "\n"
             << "CUDA support built: " << (CudaBuilt() ? "yes" : "no") << "\n"
             << "CUDA devices visible: " << CudaDeviceCount() << "\n"
-            << "transports: shm" << (CudaBuilt() ? ", cuda_ipc (needs a GPU)" : "") << "\n";
+            << "transports: shm, gloo" << (CudaBuilt() ? ", cuda_ipc and nccl (need GPUs)" : "")
+            << "\n";
   return 0;
 }
 
@@ -69,7 +71,17 @@ int Train(int argc, char** argv) {
       cxxopts::value<std::string>())("record-steps", "steps to record (the first N)",
                                      cxxopts::value<int>()->default_value("1"))(
       "trace", "pipeline: write a Chrome trace (JSON) to FILE", cxxopts::value<std::string>())(
-      "v,verbose", "more log output")("q,quiet", "only warnings and errors")("h,help", "this help");
+      "nnodes", "machines the run spans (1 or 2; torchrun-style)",
+      cxxopts::value<int>()->default_value("1"))(
+      "node-rank", "this machine's rank: 0 drives the run and writes the run folder",
+      cxxopts::value<int>()->default_value("0"))(
+      "master-addr", "node 0's address (the c10d rendezvous and the stages' control)",
+      cxxopts::value<std::string>()->default_value("127.0.0.1"))(
+      "master-port", "node 0's rendezvous port (0: any free port, one machine only)",
+      cxxopts::value<int>()->default_value("0"))(
+      "node-addr", "this machine's address for c10d (default: the one that reaches node 0)",
+      cxxopts::value<std::string>()->default_value(""))("v,verbose", "more log output")(
+      "q,quiet", "only warnings and errors")("h,help", "this help");
   cxxopts::ParseResult args;
   try {
     args = options.parse(argc, argv);
@@ -87,6 +99,35 @@ int Train(int argc, char** argv) {
       args.count("set") ? args["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
   if (!args.unmatched().empty())
     throw UsageError("unexpected argument '" + args.unmatched()[0] + "'");
+
+  NodeOptions nodes;
+  nodes.nnodes = args["nnodes"].as<int>();
+  nodes.node_rank = args["node-rank"].as<int>();
+  nodes.master_addr = args["master-addr"].as<std::string>();
+  nodes.master_port = args["master-port"].as<int>();
+  nodes.node_addr = args["node-addr"].as<std::string>();
+  if (nodes.nnodes != 1 &&
+      (args.count("single-process") || args.count("record") || args.count("trace"))) {
+    throw UsageError("--nnodes " + std::to_string(nodes.nnodes) +
+                     ": --single-process, --record and --trace run on one machine; drop them");
+  }
+  if (nodes.node_rank > 0) {
+    // Another node: start this node's stage(s); node 0 drives and keeps the run folder.
+    if (args.count("resume")) {
+      throw UsageError(
+          "--resume goes to node 0 only (it sends this node its stage files); "
+          "start node " +
+          std::to_string(nodes.node_rank) + " with --config and --set as before");
+    }
+    if (!args.count("config")) throw UsageError("train needs --config FILE");
+    const std::string path = args["config"].as<std::string>();
+    const Config config = LoadConfig(path, overrides);
+    StopSignals stop;
+    return RunNodeAgent(config, nodes,
+                        args.count("out")
+                            ? args["out"].as<std::string>()
+                            : DefaultOut(path) + "-node" + std::to_string(nodes.node_rank));
+  }
 
   Config config;
   std::optional<CheckpointRef> resume;
@@ -127,7 +168,7 @@ int Train(int argc, char** argv) {
   TrainSummary s;
   try {
     s = args.count("single-process") ? RunSingleProcess(config, *run, resume)
-                                     : RunPipeline(config, *run, resume, debug);
+                                     : RunPipeline(config, *run, resume, debug, nodes);
   } catch (const Error& e) {
     if (const int sig = StopSignals::requested()) {
       throw Error(

@@ -10,6 +10,7 @@
 #include "common/device_memory.h"
 #include "common/digest.h"
 #include "common/errors.h"
+#include "common/fs_util.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/loss.h"
@@ -24,6 +25,8 @@
 #include "launcher/device_lock.h"
 #include "launcher/handshake.h"
 #include "launcher/progress.h"
+#include "launcher/rendezvous.h"
+#include "launcher/stage_binary.h"
 #include "launcher/stage_link.h"
 #include "launcher/stale_runs.h"
 #include "launcher/stop_signal.h"
@@ -33,30 +36,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::string SelfDir() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : self.parent_path().string();
-}
-
-std::string StageBinary(const std::string& name) {
-  const std::string path = (fs::path(SelfDir()) / name).string();
-  if (access(path.c_str(), X_OK) != 0) {
-    throw UsageError("stage binary '" + path +
-                     "' is missing or not executable; build it (scripts/build.sh) next to " +
-                     "unet-pipeline");
-  }
-  return path;
-}
-
-// Removes the private socket folder whatever the way out.
-struct SocketDir {
-  explicit SocketDir(const ipc::RunId& id)
-      : path(ipc::MakePrivateRunDir(RunNamePrefix(getpid(), id.Hex()))) {}
-  ~SocketDir() { ipc::RemoveTree(path); }
-  std::string path;
-};
 
 // Loads a stage file's weights into `module` (for the digest).
 template <typename Module>
@@ -76,35 +55,42 @@ std::string TurnText(int64_t step, const Turn& turn) {
 }  // namespace
 
 TrainSummary RunPipeline(const Config& config, RunDir& run,
-                         const std::optional<CheckpointRef>& resume, const DebugOutputs& debug) {
+                         const std::optional<CheckpointRef>& resume, const DebugOutputs& debug,
+                         const NodeOptions& nodes) {
   const TrainConfig& t = config.train;
   const PipelineConfig& p = config.pipeline;
+  const Placement placement = ResolvePlacement(p, nodes);
   // Devices are checked here, before any process starts.
   const torch::Device enc_device = ParseDevice(p.encoder.device, "pipeline.stages.encoder.device");
   const torch::Device dec_device = ParseDevice(p.decoder.device, "pipeline.stages.decoder.device");
   const bool parking = ShouldPark(p.park, enc_device, dec_device);
   const bool cuda_ipc = p.transport == "cuda_ipc";
-  if (p.transport != "shm" && !cuda_ipc) {
-    throw UsageError("pipeline.transport = " + p.transport +
-                     ": not available in this build yet; use shm" +
-                     (CudaBuilt() ? " or cuda_ipc" : ""));
+  if (p.transport == "nccl" && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
+    throw UsageError("pipeline.transport = nccl: both stages must be on CUDA devices (encoder " +
+                     p.encoder.device + ", decoder " + p.decoder.device + "); use gloo");
   }
   if (cuda_ipc && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
     throw UsageError(
         "pipeline.transport = cuda_ipc: both stages must be on CUDA devices (encoder " +
         p.encoder.device + ", decoder " + p.decoder.device + "); use shm");
   }
-  const bool lock_on = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule);
+  const bool lock_on =
+      ResolveLock(p.lock, placement.lock_key[0], placement.lock_key[1], p.schedule);
   const ScheduleKind kind = ParseScheduleKind(p.schedule);
   const bool global_norms = t.grad_clip > 0;
   const std::vector<Phase> phases = StepSchedule(kind, t.micro_batches, global_norms);
-  LogInfo(Str("pipeline: encoder on ", enc_device.str(), ", decoder on ", dec_device.str(),
-              parking ? " (parking between turns)" : "", ", activations ", p.activations));
+  auto where = [&](int s) {
+    return nodes.nnodes > 1 ? Str(" (node ", placement.node[s], ")") : std::string();
+  };
+  LogInfo(Str("pipeline: encoder on ", enc_device.str(), where(0), ", decoder on ",
+              dec_device.str(), where(1), parking ? " (parking between turns)" : "",
+              ", activations ", p.activations));
   LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeSchedule(phases), ", lock ",
               lock_on ? "on" : "off", ", transport ", p.transport));
 
-  const std::string encoder_bin = StageBinary("encoder_proc");
-  const std::string decoder_bin = StageBinary("decoder_proc");
+  const std::string stage_bin[2] = {
+      placement.Local(0, 0) ? StageBinary("encoder_proc") : std::string(),
+      placement.Local(1, 0) ? StageBinary("decoder_proc") : std::string()};
   const std::string config_path = (fs::path(run.path()) / "config.yaml").string();
   BeginRecording(debug, config);
   TraceSession trace(debug);
@@ -115,8 +101,15 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     LogWarn("removed " + path + ", left behind by a run whose launcher died");
   }
   const ipc::RunId run_id = ipc::RunId::Random();
-  SocketDir sockets(run_id);
-  ipc::ControlListener listener = ipc::ControlListener::Listen(sockets.path + "/control.sock");
+  RunScratchDir sockets(run_id.Hex());
+  // A c10d transport meets at a TCPStore; stages on other nodes reach the
+  // launcher over TCP, on --master-addr only.
+  std::optional<Rendezvous> rendezvous;
+  if (placement.c10d)
+    rendezvous.emplace(Rendezvous::Serve(nodes.master_addr, nodes.master_port, p.timeout_s));
+  ipc::ControlListener listener =
+      nodes.nnodes > 1 ? ipc::ControlListener::ListenTcp(nodes.master_addr)
+                       : ipc::ControlListener::Listen(sockets.path() + "/control.sock");
   const BoundarySpec spec =
       BoundaryShapes(config.model, config.data.size, t.batch_size / t.micro_batches);
   std::vector<ipc::TensorSpec> wire_specs;
@@ -125,52 +118,71 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const uint64_t slot_bytes = ipc::ShmRing::PayloadBytesFor(wire_specs);
   const std::string fwd_name = RunNamePrefix(getpid(), run_id.Hex()) + "-fwd";
   const std::string bwd_name = RunNamePrefix(getpid(), run_id.Hex()) + "-bwd";
-  auto fwd =
-      ipc::ShmRing::Create({fwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
-  auto bwd =
-      ipc::ShmRing::Create({bwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
+  std::unique_ptr<ipc::ShmRing> fwd, bwd;  // the shared-memory transports only
+  if (!placement.c10d) {
+    fwd = ipc::ShmRing::Create(
+        {fwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
+    bwd = ipc::ShmRing::Create(
+        {bwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
+  }
+  const std::string config_sha = Sha256Hex(DumpConfig(config));
+  if (rendezvous) {  // what the other node's launcher starts its stage with
+    rendezvous->Set(
+        "up/run", RunAnnouncement{run_id.Hex(), listener.endpoint(), config_sha, resume.has_value()}
+                      .Encode());
+  }
 
   auto stage_args = [&](const std::string& name, const std::string& send, const std::string& recv) {
-    std::vector<std::string> args{"--config",    config_path,
-                                  "--control",   listener.path(),
-                                  "--run-id",    run_id.Hex(),
-                                  "--send-ring", send,
-                                  "--recv-ring", recv,
-                                  "--log",       (fs::path(run.path()) / (name + ".log")).string()};
+    std::vector<std::string> args{
+        "--config", config_path,  "--control", listener.endpoint(),
+        "--run-id", run_id.Hex(), "--log",     (fs::path(run.path()) / (name + ".log")).string()};
+    if (rendezvous) {
+      args.insert(args.end(), {"--c10d", p.transport, "--store", rendezvous->address(),
+                               "--node-addr", nodes.master_addr});
+    } else {
+      args.insert(args.end(), {"--send-ring", send, "--recv-ring", recv});
+    }
     if (resume)
       args.insert(args.end(), {"--load", (fs::path(resume->dir) / (name + ".pt")).string()});
     for (std::string& a : StageDebugArgs(debug, name)) args.push_back(std::move(a));
     return args;
   };
   std::vector<StageLink> links;
-  links.push_back(
-      {StageId::kEncoder, p.encoder.device,
-       ChildProcess::Spawn(
-           {"encoder", encoder_bin, stage_args("encoder", fwd_name, bwd_name), {}, true}),
-       std::nullopt});
-  links.push_back(
-      {StageId::kDecoder, p.decoder.device,
-       ChildProcess::Spawn(
-           {"decoder", decoder_bin, stage_args("decoder", bwd_name, fwd_name), {}, true}),
-       std::nullopt});
-  for (const StageLink& link : links)
-    StopSignals::WatchChild(link.child.pid());  // a second Ctrl-C kills them
-  StageGroup stages(std::move(links));
+  for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
+    const int s = static_cast<int>(id);
+    const std::string name = StageName(id);
+    StageLink link{id, placement.lock_key[s], std::nullopt, placement.node[s]};
+    if (placement.Local(s, 0)) {
+      link.child.emplace(ChildProcess::Spawn(
+          {name,
+           stage_bin[s],
+           s == 0 ? stage_args(name, fwd_name, bwd_name) : stage_args(name, bwd_name, fwd_name),
+           {},
+           true}));
+      StopSignals::WatchChild(link.child->pid());  // a second Ctrl-C kills them
+    }
+    links.push_back(std::move(link));
+  }
+  RemoteExit remote_exit = [&](const StageLink& link) {
+    return rendezvous
+               ? rendezvous->Get("up/" + run_id.Hex() + "/exit/" + link.name(), 2.0).value_or("")
+               : std::string();
+  };
+  StageGroup stages(std::move(links), remote_exit);
   struct Abort {  // on any error: wake stages blocked on a ring, then kill them
-    ipc::ShmRing& fwd;
-    ipc::ShmRing& bwd;
+    ipc::ShmRing* fwd;
+    ipc::ShmRing* bwd;
     StageGroup& stages;
     bool armed = true;
     ~Abort() {
       if (!armed) return;
-      fwd.Abort("the launcher stopped the run");
-      bwd.Abort("the launcher stopped the run");
+      if (fwd) fwd->Abort("the launcher stopped the run");
+      if (bwd) bwd->Abort("the launcher stopped the run");
       stages.KillAll();
     }
-  } abort_guard{*fwd, *bwd, stages};
+  } abort_guard{fwd.get(), bwd.get(), stages};
 
   // Handshake: protocol, config and boundary must agree before any work.
-  const std::string config_sha = Sha256Hex(DumpConfig(config));
   const std::string boundary = BoundarySignature(config);
   const std::vector<ipc::Hello> hellos = stages.AcceptAll(listener, After(p.timeout_s));
   for (StageLink& s : stages.all()) {
@@ -182,10 +194,15 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                        problem);
     }
   }
-  for (StageLink& s : stages.all()) s.control->Send(ipc::EncodeWelcome());
-  LogInfo(Str("run id ", run_id.Hex(), "; stages up: encoder pid ",
-              stages[StageId::kEncoder].child.pid(), ", decoder pid ",
-              stages[StageId::kDecoder].child.pid()));
+  for (StageLink& s : stages.all()) {
+    // A stage on another node gets its stage file over the connection.
+    s.control->Send(ipc::EncodeWelcome(s.remote() && resume));
+    if (s.remote() && resume) {
+      ipc::SendFile(*s.control, (fs::path(resume->dir) / (std::string(s.name()) + ".pt")).string());
+    }
+  }
+  LogInfo(Str("run id ", run_id.Hex(), "; stages up: encoder pid ", hellos[0].pid, where(0),
+              ", decoder pid ", hellos[1].pid, where(1)));
 
   DeviceLocks locks(lock_on);
   const int64_t start = resume ? resume->step : 0;
@@ -279,9 +296,19 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
             step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}));
       }
       std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
+      std::string received[2];  // stage files arriving from other nodes
       while (!waiting.empty()) {
         auto [id, m] = stages.Await(waiting, After(p.timeout_s),
                                     "checkpoint of step " + std::to_string(step + 1));
+        if (m.type == static_cast<uint32_t>(ipc::MsgType::kFileChunk) && stages[id].remote()) {
+          const ipc::FileChunk chunk = ipc::DecodeFileChunk(m);
+          received[static_cast<int>(id)] += chunk.bytes;
+          if (chunk.last) {
+            WriteFileAtomic((fs::path(staging) / (std::string(StageName(id)) + ".pt")).string(),
+                            received[static_cast<int>(id)]);
+          }
+          continue;
+        }
         ipc::ExpectType(m, ipc::MsgType::kSaved, StageName(id));
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
       }
@@ -309,10 +336,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     waiting.erase(std::find(waiting.begin(), waiting.end(), id));
   }
   for (StageLink& s : stages.all()) {
-    const ExitStatus status = s.child.Wait(After(p.timeout_s));
+    if (s.remote()) continue;  // its node's launcher waits for it
+    const ExitStatus status = s.child->Wait(After(p.timeout_s));
     if (!status.success())
       throw RuntimeError(std::string(s.name()) + " stage " + status.Describe() + " at shutdown");
-    s.peak_rss_bytes = std::max(s.peak_rss_bytes, s.child.peak_rss_bytes());
+    s.peak_rss_bytes = std::max(s.peak_rss_bytes, s.child->peak_rss_bytes());
   }
   abort_guard.armed = false;
   FinishRecording(debug, config);
@@ -341,6 +369,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   out.Field("mode", "pipeline")
       .Field("schedule", p.schedule)
       .Field("transport", p.transport)
+      .Field("nnodes", nodes.nnodes)
       .Field("run_id", run_id.Hex())
       .Field("steps", summary.steps)
       .Field("final_loss", summary.final_loss)

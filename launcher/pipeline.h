@@ -11,13 +11,16 @@
 #include "common/config.h"
 #include "common/run_dir.h"
 #include "launcher/debug_outputs.h"
+#include "launcher/placement.h"
 #include "launcher/single_process.h"
 
 namespace up {
 
-// `debug`: --record and --trace (debug_outputs.h).
+// `debug`: --record and --trace (debug_outputs.h). `nodes`: this is node 0
+// of `nodes.nnodes` (a stage placed on another node is started there by
+// that node's launcher, node_agent.h).
 TrainSummary RunPipeline(const Config& config, RunDir& run,
-                         const std::optional<CheckpointRef>& resume,
-                         const DebugOutputs& debug = {});
+                         const std::optional<CheckpointRef>& resume, const DebugOutputs& debug = {},
+                         const NodeOptions& nodes = {});
 
 }  // namespace up

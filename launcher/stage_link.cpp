@@ -18,8 +18,13 @@ double SecondsLeft(Clock::time_point since, Clock::time_point until) {
 }  // namespace
 
 void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
+  if (stage.remote()) {
+    const std::string seen = remote_exit_ ? remote_exit_(stage) : "";
+    throw RuntimeError(std::string(stage.name()) + " stage on node " + std::to_string(stage.node) +
+                       " " + (seen.empty() ? "closed its connection" : seen) + " during " + doing);
+  }
   // Give the process a moment to finish dying so its status is known.
-  const ExitStatus status = stage.child.Wait(Clock::now() + std::chrono::seconds(2));
+  const ExitStatus status = stage.child->Wait(Clock::now() + std::chrono::seconds(2));
   throw RuntimeError(std::string(stage.name()) + " stage " + status.Describe() + " during " +
                      doing);
 }
@@ -31,17 +36,30 @@ std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, De
   const auto start = Clock::now();
   while (greeted < stages_.size()) {
     for (auto& s : stages_) {
-      if (s.child.Poll()) ReportGone(s, "start-up");
+      if (s.child && s.child->Poll()) ReportGone(s, "start-up");
     }
     std::vector<int> fds{listener.fd()};
     for (auto& p : pending) fds.push_back(p ? p->fd() : -1);
-    for (auto& s : stages_) fds.push_back(s.child.pidfd());
+    for (auto& s : stages_) fds.push_back(s.child ? s.child->pidfd() : -1);
     const int ready = ipc::WaitReadable(fds, std::min(deadline, Clock::now() + kPollSlice));
     if (ready < 0) {
       if (Clock::now() >= deadline) {
-        throw TimeoutError("stages did not connect and say hello within " +
-                           std::to_string(static_cast<int>(SecondsLeft(start, deadline))) +
-                           " s (pipeline.timeout_s); see the stage logs in the run folder");
+        std::string missing;
+        for (const auto& s : stages_) {
+          if (s.control) continue;
+          missing += (missing.empty() ? "" : " and ") + std::string(s.name()) +
+                     (s.remote() ? " (node " + std::to_string(s.node) + ")" : "");
+        }
+        const bool remote = std::any_of(stages_.begin(), stages_.end(), [](const StageLink& s) {
+          return s.remote() && !s.control;
+        });
+        throw TimeoutError(
+            missing + " did not connect and say hello within " +
+            std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) +
+            " s (pipeline.timeout_s); " +
+            (remote ? "start the launcher on that node with the same --config, --nnodes, "
+                      "--master-addr and --master-port and its --node-rank"
+                    : "see the stage logs in the run folder"));
       }
       continue;
     }
@@ -94,7 +112,7 @@ std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<Stag
     }
     std::vector<int> fds;
     for (auto& s : stages_) fds.push_back(s.control && !s.finished ? s.control->fd() : -1);
-    for (auto& s : stages_) fds.push_back(s.finished ? -1 : s.child.pidfd());
+    for (auto& s : stages_) fds.push_back(s.finished || !s.child ? -1 : s.child->pidfd());
     const int ready = ipc::WaitReadable(fds, std::min(deadline, Clock::now() + kPollSlice));
     if (ready >= static_cast<int>(stages_.size())) {
       StageLink& s = stages_[ready - stages_.size()];
@@ -114,9 +132,11 @@ std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<Stag
 
 void StageGroup::KillAll() {
   for (auto& s : stages_) {
-    if (!s.child.Poll()) {
-      s.child.Kill(SIGKILL);
-      s.child.Wait(Clock::now() + std::chrono::seconds(5));
+    if (!s.child) {
+      s.control.reset();  // a stage on another node stops when its connection closes
+    } else if (!s.child->Poll()) {
+      s.child->Kill(SIGKILL);
+      s.child->Wait(Clock::now() + std::chrono::seconds(5));
     }
   }
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,8 +22,9 @@ namespace up {
 
 struct StageLink {
   StageId id;
-  std::string device;
-  ChildProcess child;
+  std::string device;  // the lock's key: the device, qualified by node when nodes differ
+  std::optional<ChildProcess> child;  // none for a stage on another node
+  int node = 0;
   std::optional<ipc::ControlChannel> control;
   int64_t peak_rss_bytes = 0;
   int64_t rss_bytes = 0;  // at the last TurnDone
@@ -30,13 +32,19 @@ struct StageLink {
   double busy_s = 0;
   bool finished = false;  // said Bye: its exit is expected, no longer watched
   const char* name() const { return StageName(id); }
+  bool remote() const { return !child.has_value(); }
 };
+
+// For a stage on another node, what its node's launcher saw of its end
+// ("killed by signal 9"), waited for briefly; empty when nothing was said.
+using RemoteExit = std::function<std::string(const StageLink&)>;
 
 class StageGroup {
  public:
   using Deadline = std::chrono::steady_clock::time_point;
 
-  explicit StageGroup(std::vector<StageLink> stages) : stages_(std::move(stages)) {}
+  explicit StageGroup(std::vector<StageLink> stages, RemoteExit remote_exit = {})
+      : stages_(std::move(stages)), remote_exit_(std::move(remote_exit)) {}
 
   StageLink& operator[](StageId id) { return stages_[static_cast<int>(id)]; }
   std::vector<StageLink>& all() { return stages_; }
@@ -58,6 +66,7 @@ class StageGroup {
   [[noreturn]] void ReportGone(StageLink& stage, const std::string& doing);
 
   std::vector<StageLink> stages_;
+  RemoteExit remote_exit_;
 };
 
 }  // namespace up

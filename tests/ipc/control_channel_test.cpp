@@ -303,5 +303,41 @@ TEST_F(ControlChannelTest, AdoptWorksOnASocketpair) {
   EXPECT_THROW(ControlChannel::Adopt(-1), UsageError);
 }
 
+// A stage on another node reaches the launcher over TCP: same frames.
+TEST(ControlTcp, ListenOnLoopbackConnectAndRoundTrip) {
+  ControlListener listener = ControlListener::ListenTcp("127.0.0.1");
+  const std::string endpoint = listener.endpoint();
+  ASSERT_EQ(endpoint.rfind("tcp:127.0.0.1:", 0), 0u) << endpoint;
+  EXPECT_TRUE(listener.path().empty());
+  auto peer = std::async(std::launch::async, [&] {
+    ControlChannel c = ControlChannel::ConnectTo(endpoint, In(kLong));
+    c.Send({42, std::string(3 << 20, 'x')});  // larger than one socket buffer
+    return c.Receive(In(kLong)).payload;
+  });
+  ControlChannel server = listener.Accept(In(kLong));
+  const ControlMessage m = server.Receive(In(kLong));
+  EXPECT_EQ(m.type, 42u);
+  EXPECT_EQ(m.payload.size(), 3u << 20);
+  server.Send({43, "back"});
+  EXPECT_EQ(peer.get(), "back");
+}
+
+TEST(ControlTcp, BadEndpointsAndAbsentListenersAreClearErrors) {
+  EXPECT_THROW(ControlChannel::ConnectTo("tcp:127.0.0.1:0", In(kLong)), UsageError);
+  EXPECT_THROW(ControlChannel::ConnectTo("tcp:127.0.0.1:notaport", In(kLong)), UsageError);
+  EXPECT_THROW(ControlChannel::ConnectTo("tcp:no-such-host.invalid:80", In(kLong)), UsageError);
+  // A port nobody listens on (taken from a listener that is then closed).
+  std::string endpoint;
+  { endpoint = ControlListener::ListenTcp("127.0.0.1").endpoint(); }
+  const auto start = Clock::now();
+  try {
+    ControlChannel::ConnectTo(endpoint, In(milliseconds(300)));
+    FAIL() << "connected to a closed port";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find(endpoint), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+}
+
 }  // namespace
 }  // namespace up::ipc

@@ -3,6 +3,11 @@
 #include "ipc/control_protocol.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iterator>
 
 #include "common/errors.h"
 #include "launcher/handshake.h"
@@ -78,6 +83,46 @@ TEST(Handshake, NamesWhatDiffers) {
   EXPECT_NE(HandshakeProblem(h, "sha-a", "b:2").find("boundary"), std::string::npos);
   h.protocol = 99;
   EXPECT_NE(HandshakeProblem(h, "sha-a", "b:1").find("protocol 99"), std::string::npos);
+}
+
+// A stage file crossing nodes: chunked, reassembled exactly, bounded.
+TEST(FileTransfer, ChunkedFileArrivesExactlyAndIsBounded) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ControlChannel a = ControlChannel::Adopt(fds[0], "a");
+  ControlChannel b = ControlChannel::Adopt(fds[1], "b");
+  char dir[] = "/tmp/up-filetest-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string src = std::string(dir) + "/src.bin", dst = std::string(dir) + "/dst.bin";
+  std::string data(kFileChunkBytes * 2 + 12345, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 2654435761u) >> 13);
+  { std::ofstream(src, std::ios::binary) << data; }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto sending = std::async(std::launch::async, [&] { SendFile(a, src); });
+  ReceiveFile(b, dst, data.size(), deadline);
+  sending.get();
+  std::ifstream in(dst, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(got == data) << "received " << got.size() << " bytes of " << data.size();
+
+  // One byte over the bound: refused, and nothing is written.
+  auto again = std::async(std::launch::async, [&] { SendFile(a, src); });
+  EXPECT_THROW(ReceiveFile(b, std::string(dir) + "/over.bin", data.size() - 1, deadline),
+               RuntimeError);
+  EXPECT_FALSE(std::filesystem::exists(std::string(dir) + "/over.bin"));
+  again.wait();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FileTransfer, WelcomeFlagAndChunkRoundTrip) {
+  EXPECT_FALSE(DecodeWelcome(EncodeWelcome()));
+  EXPECT_TRUE(DecodeWelcome(EncodeWelcome(true)));
+  const FileChunk c = DecodeFileChunk(Encode(FileChunk{true, "abc"}));
+  EXPECT_TRUE(c.last);
+  EXPECT_EQ(c.bytes, "abc");
+  ControlMessage bad = Encode(FileChunk{false, "abc"});
+  bad.payload[0] = 7;  // last flag must be 0 or 1
+  EXPECT_THROW(DecodeFileChunk(bad), RuntimeError);
 }
 
 }  // namespace

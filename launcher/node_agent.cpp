@@ -1,0 +1,112 @@
+// See node_agent.h.
+#include "launcher/node_agent.h"
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/errors.h"
+#include "common/fs_util.h"
+#include "common/logging.h"
+#include "common/sha256.h"
+#include "ipc/control_channel.h"
+#include "launcher/child_process.h"
+#include "launcher/rendezvous.h"
+#include "launcher/schedule.h"
+#include "launcher/stage_binary.h"
+#include "launcher/stale_runs.h"
+#include "launcher/stop_signal.h"
+
+namespace up {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::string& log_dir) {
+  const PipelineConfig& p = config.pipeline;
+  const Placement placement = ResolvePlacement(p, nodes);
+  std::vector<StageId> mine;
+  for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
+    if (placement.Local(static_cast<int>(id), nodes.node_rank)) mine.push_back(id);
+  }
+  std::vector<std::string> binaries;
+  for (StageId id : mine) binaries.push_back(StageBinary(std::string(StageName(id)) + "_proc"));
+  const std::string node_addr =
+      nodes.node_addr.empty() ? LocalAddressToward(nodes.master_addr) : nodes.node_addr;
+
+  for (const std::string& path : RemoveStaleRuns()) {
+    LogWarn("removed " + path + ", left behind by a run whose launcher died");
+  }
+  LogInfo(Str("node ", nodes.node_rank, " of ", nodes.nnodes, " (", node_addr,
+              "): waiting for node 0 at ", nodes.master_addr, ":", nodes.master_port));
+  Rendezvous rendezvous = Rendezvous::Join(nodes.master_addr, nodes.master_port, p.timeout_s);
+  const std::optional<std::string> text = rendezvous.Get("up/run", p.timeout_s);
+  if (!text) {
+    throw TimeoutError("node 0 at " + rendezvous.address() + " did not announce a run within " +
+                       std::to_string(static_cast<int>(p.timeout_s)) + " s (pipeline.timeout_s)");
+  }
+  const RunAnnouncement run = RunAnnouncement::Decode(*text);
+  const std::string resolved = DumpConfig(config);
+  if (Sha256Hex(resolved) != run.config_sha256) {
+    throw UsageError("the config on node " + std::to_string(nodes.node_rank) +
+                     " differs from node 0's (config sha256 " + Sha256Hex(resolved).substr(0, 12) +
+                     " here, " + run.config_sha256.substr(0, 12) +
+                     " there): give every node the same --config and --set");
+  }
+  fs::create_directories(log_dir);
+  const std::string config_path = (fs::path(log_dir) / "config.yaml").string();
+  WriteFileAtomic(config_path, resolved);
+  RunScratchDir scratch(run.run_id);
+
+  std::vector<ChildProcess> children;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const std::string name = StageName(mine[i]);
+    std::vector<std::string> args{"--config",    config_path,
+                                  "--control",   run.control,
+                                  "--run-id",    run.run_id,
+                                  "--c10d",      p.transport,
+                                  "--store",     rendezvous.address(),
+                                  "--node-addr", node_addr,
+                                  "--scratch",   scratch.path(),
+                                  "--log",       (fs::path(log_dir) / (name + ".log")).string()};
+    children.push_back(ChildProcess::Spawn({name, binaries[i], args, {}, true}));
+    StopSignals::WatchChild(children.back().pid());
+    LogInfo(Str(name, " stage started (pid ", children.back().pid(), "), run ", run.run_id));
+  }
+
+  // Watch until every stage has ended; the first failure ends the node.
+  for (;;) {
+    bool running = false;
+    for (size_t i = 0; i < children.size(); ++i) {
+      const std::optional<ExitStatus> status = children[i].Poll();
+      if (!status) {
+        running = true;
+        continue;
+      }
+      if (!status->success()) {
+        const std::string name = StageName(mine[i]);
+        try {
+          rendezvous.Set("up/" + run.run_id + "/exit/" + name, status->Describe());
+        } catch (const Error&) {
+          // Node 0 is gone too: nobody to tell.
+        }
+        throw RuntimeError(name + " stage " + status->Describe() + "; see its log in " + log_dir);
+      }
+    }
+    if (!running) break;
+    if (const int sig = StopSignals::requested()) {
+      throw Error(Str("stopped by ", strsignal(sig),
+                      ": this node's stages were ended; node 0 "
+                      "reports the run's state"),
+                  128 + sig);
+    }
+    std::vector<int> fds;
+    for (ChildProcess& c : children) fds.push_back(c.pidfd());
+    ipc::WaitReadable(fds, Clock::now() + std::chrono::milliseconds(200));
+  }
+  LogInfo(Str("node ", nodes.node_rank, ": the stages finished the run; logs in ", log_dir));
+  return 0;
+}
+
+}  // namespace up

@@ -1,0 +1,230 @@
+// Stages on two machines, as torchrun users start them: two launchers on
+// loopback (node ranks 0 and 1) joined by c10d's TCPStore, the boundary over
+// a real Gloo process group. The result must equal --single-process bit for
+// bit, under every schedule and across a resume; a node that never comes, a
+// node given another config and a stage killed on node 1 end in one clear
+// error each, with no process or scratch folder left behind.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A port free right now on loopback (the kernel's pick).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::string> Train(const std::vector<std::string>& extra) {
+  std::vector<std::string> args{BinPath("unet-pipeline"),
+                                "train",
+                                "--config",
+                                SourcePath("configs/tiny.yaml"),
+                                "--set",
+                                "train.threads=1",
+                                "--set",
+                                "train.micro_batches=4",
+                                "--set",
+                                "train.steps=6",
+                                "--set",
+                                "checkpoint.every=3",
+                                "--set",
+                                "pipeline.transport=gloo"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<std::string> Node(int rank, int port, const std::string& out,
+                              std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"--nnodes",      "2",         "--node-rank",   std::to_string(rank),
+                                "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
+                                "--out",         out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return Train(args);
+}
+
+std::string Digest(const std::string& run) {
+  return JsonField(Slurp(run + "/summary.json"), "param_digest");
+}
+
+// Stage processes whose command line mentions `needle`.
+int StagesMentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = Slurp(e.path().string() + "/cmdline");
+    for (char& c : cmdline) c = c ? c : ' ';
+    if (cmdline.find("_proc") != std::string::npos && cmdline.find(needle) != std::string::npos)
+      ++n;
+  }
+  return n;
+}
+
+int ScratchDirsOf(const std::string& run_id) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/tmp"))
+    n += e.path().filename().string().find(run_id) != std::string::npos;
+  return n;
+}
+
+struct TwoNodes {
+  CommandResult node0, node1;
+};
+
+TwoNodes RunTwoNodes(const std::string& dir, std::vector<std::string> extra0 = {},
+                     std::vector<std::string> extra1 = {}) {
+  const int port = FreePort();
+  BackgroundCommand node1(Node(1, port, dir + "/node1", extra1));
+  TwoNodes r;
+  r.node0 = RunCommand(Node(0, port, dir + "/node0", extra0), 300);
+  r.node1 = node1.Wait(60);
+  return r;
+}
+
+std::string SingleProcessDigest(const TempDir& dir, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = Train({"--single-process", "--out", dir / "single"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CommandResult r = RunCommand(args);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return Digest(dir / "single");
+}
+
+TEST(MultiNode, GlooOnOneMachineEqualsSingleProcess) {
+  TempDir dir;
+  const CommandResult r = RunCommand(Train({"--out", dir / "gloo"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("transport gloo"), std::string::npos) << r.output;
+  EXPECT_EQ(Digest(dir / "gloo"), SingleProcessDigest(dir));
+}
+
+TEST(MultiNode, TwoNodeLoopbackEqualsSingleProcessAndNode0KeepsTheRun) {
+  TempDir dir;
+  const TwoNodes r = RunTwoNodes(dir.path());
+  ASSERT_EQ(r.node0.exit_code, 0) << r.node0.output;
+  ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
+  EXPECT_NE(r.node0.output.find("decoder on cpu (node 1)"), std::string::npos) << r.node0.output;
+  const std::string run = dir / "node0";
+  EXPECT_EQ(Digest(run), SingleProcessDigest(dir));
+  EXPECT_EQ(JsonField(Slurp(run + "/summary.json"), "nnodes"), "2");
+  // Node 0 holds both stage files of every checkpoint; node 1 only its log.
+  for (const char* step : {"step-3", "step-6"}) {
+    for (const char* file : {"encoder.pt", "decoder.pt", "manifest.json"})
+      EXPECT_TRUE(fs::exists(run + "/checkpoints/" + step + "/" + file)) << step << "/" << file;
+  }
+  EXPECT_TRUE(fs::exists(dir / "node1/decoder.log"));
+  EXPECT_FALSE(fs::exists(dir / "node1/checkpoints"));
+  const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
+  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+  EXPECT_EQ(ScratchDirsOf(id), 0);
+}
+
+TEST(MultiNode, OverlappedSchedulesAcrossNodesEqualSingleProcess) {
+  TempDir dir;
+  const std::string single = SingleProcessDigest(dir);
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    TempDir runs;
+    const std::vector<std::string> set{"--set", std::string("pipeline.schedule=") + schedule};
+    const TwoNodes r = RunTwoNodes(runs.path(), set, set);
+    ASSERT_EQ(r.node0.exit_code, 0) << schedule << "\n" << r.node0.output;
+    ASSERT_EQ(r.node1.exit_code, 0) << schedule << "\n" << r.node1.output;
+    EXPECT_NE(r.node0.output.find("lock off"), std::string::npos) << r.node0.output;
+    EXPECT_EQ(Digest(runs / "node0"), single) << schedule;
+  }
+}
+
+TEST(MultiNode, ResumeSendsNode1ItsStageFileAndEqualsAnUninterruptedRun) {
+  TempDir dir;
+  TwoNodes first = RunTwoNodes(dir.path());
+  ASSERT_EQ(first.node0.exit_code, 0) << first.node0.output;
+  const std::string run = dir / "node0";
+  const std::string straight = Digest(run);
+  fs::remove_all(run + "/checkpoints/step-6");  // as if stopped after step 3
+  const int port = FreePort();
+  BackgroundCommand node1(Node(1, port, dir / "node1-again"));
+  const CommandResult node0 = RunCommand({BinPath("unet-pipeline"), "train", "--resume", run,
+                                          "--nnodes", "2", "--master-port", std::to_string(port)});
+  ASSERT_EQ(node0.exit_code, 0) << node0.output;
+  const CommandResult n1 = node1.Wait(60);
+  ASSERT_EQ(n1.exit_code, 0) << n1.output;
+  EXPECT_NE(Slurp(dir / "node1-again/decoder.log").find("at step 3"), std::string::npos);
+  EXPECT_EQ(Digest(run), straight);
+}
+
+TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r =
+      RunCommand(Node(0, FreePort(), dir / "node0", {"--set", "pipeline.timeout_s=3"}), 60);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("decoder (node 1) did not connect and say hello within 3 s"),
+            std::string::npos)
+      << r.output;
+  EXPECT_LT(took, 30) << "the timeout did not hold";
+  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+
+  // And node 1 alone: node 0 never answers.
+  const CommandResult alone =
+      RunCommand(Node(1, FreePort(), dir / "node1", {"--set", "pipeline.timeout_s=2"}), 60);
+  EXPECT_EQ(alone.exit_code, 1) << alone.output;
+  EXPECT_NE(alone.output.find("node 0 did not answer at 127.0.0.1:"), std::string::npos)
+      << alone.output;
+  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+}
+
+TEST(MultiNode, DifferentConfigOnNode1IsRefused) {
+  TempDir dir;
+  const TwoNodes r = RunTwoNodes(dir.path(), {"--set", "pipeline.timeout_s=5"},
+                                 {"--set", "pipeline.timeout_s=5", "--set", "train.lr=0.5"});
+  EXPECT_EQ(r.node1.exit_code, 2) << r.node1.output;
+  EXPECT_NE(r.node1.output.find("the config on node 1 differs from node 0's"), std::string::npos)
+      << r.node1.output;
+  EXPECT_NE(r.node0.exit_code, 0) << r.node0.output;
+  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+}
+
+TEST(MultiNode, StageKilledOnNode1IsNamedByNode0) {
+  TempDir dir;
+  const int port = FreePort();
+  const std::vector<std::string> longer{"--set", "train.steps=100000", "--set",
+                                        "checkpoint.every=0"};
+  BackgroundCommand node1(Node(1, port, dir / "node1", longer));
+  BackgroundCommand node0(Node(0, port, dir / "node0", longer));
+  // Wait until training runs, then kill node 1's decoder.
+  for (int i = 0; i < 300 && Slurp(dir / "node0/metrics.jsonl").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(Slurp(dir / "node0/metrics.jsonl").empty()) << "training did not start";
+  const CommandResult killed =
+      RunCommand({"/usr/bin/pkill", "-KILL", "-f", "decoder_proc.*" + (dir / "node1")});
+  ASSERT_EQ(killed.exit_code, 0) << killed.output;
+  const CommandResult r0 = node0.Wait(30);
+  const CommandResult r1 = node1.Wait(30);
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_NE(r0.output.find("decoder stage on node 1 killed by signal 9"), std::string::npos)
+      << r0.output;
+  EXPECT_EQ(r1.exit_code, 1) << r1.output;
+  EXPECT_NE(r1.output.find("decoder stage killed by signal 9"), std::string::npos) << r1.output;
+  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+}
+
+}  // namespace
+}  // namespace up::test
