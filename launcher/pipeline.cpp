@@ -69,6 +69,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     throw UsageError("pipeline.transport = nccl: both stages must be on CUDA devices (encoder " +
                      p.encoder.device + ", decoder " + p.decoder.device + "); use gloo");
   }
+  if (p.transport == "nccl" && placement.node[0] == placement.node[1] &&
+      std::max<int>(enc_device.index(), 0) == std::max<int>(dec_device.index(), 0)) {
+    throw UsageError("pipeline.transport = nccl: both stages are on " + p.encoder.device +
+                     "; NCCL joins different GPUs, so on one GPU use cuda_ipc (or shm)");
+  }
   if (cuda_ipc && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
     throw UsageError(
         "pipeline.transport = cuda_ipc: both stages must be on CUDA devices (encoder " +
