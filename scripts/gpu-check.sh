@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEBS=(libboost1.74-dev libcxxopts-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libyaml-cpp-dev
-      libyaml-cpp0.7 libgtest-dev libgmock-dev libpng-dev libpng16-16)
+      libyaml-cpp0.7 libgtest-dev libgmock-dev libpng-dev libpng16-16 libgloo-dev)
 
 case "${1:-run}" in
 fetch)
