@@ -119,6 +119,11 @@ StepReport RunStepBench(const StepOptions& o) {
                                    {"pipeline.activations=keep", "pipeline.lock=off",
                                     std::string("pipeline.schedule=") + schedule}));
   }
+  // The same overlap with the boundary over c10d (Gloo on loopback), as
+  // between two machines: what the c10d transport costs against the ring.
+  unlocked.push_back(MakeVariant(o, kUnlocked, "1f1b gloo", false,
+                                 {"pipeline.activations=keep", "pipeline.lock=off",
+                                  "pipeline.schedule=1f1b", "pipeline.transport=gloo"}));
   TempFolder tmp;
   int runs = 0;
   RunAlternated(o, pair, tmp, &runs);

@@ -84,7 +84,7 @@ TEST(BenchStep, JsonHasEveryRow) {
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "results", "median_step_s", "ratio", "run_medians_s"});
   for (const char* label :
-       {"single", "pipeline", "pipeline recompute", "sequential", "gpipe", "1f1b"}) {
+       {"single", "pipeline", "pipeline recompute", "sequential", "gpipe", "1f1b", "1f1b gloo"}) {
     EXPECT_NE(json.find(std::string("\"label\":\"") + label + "\""), std::string::npos) << label;
   }
   EXPECT_EQ(json.find("\"built\":false"), std::string::npos)
