@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "common/errors.h"
+#include "ipc/ipv4_address.h"
 
 namespace up::ipc {
 namespace {
@@ -80,24 +81,6 @@ bool SplitTcpEndpoint(const std::string& endpoint, std::string* host, int* port)
   }
   *port = static_cast<int>(value);
   return true;
-}
-
-// The IPv4 address of `host` (a dotted address or a name).
-sockaddr_in ResolveIpv4(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (rc != 0 || found == nullptr) {
-    throw UsageError("cannot resolve host '" + host + "' to an IPv4 address (" +
-                     ::gai_strerror(rc) + "); give an address such as 127.0.0.1");
-  }
-  sockaddr_in addr{};
-  std::memcpy(&addr, found->ai_addr, sizeof(addr));
-  ::freeaddrinfo(found);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return addr;
 }
 
 template <typename T>

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "ipc/ipv4_address.h"
 
 namespace up {
 namespace {
@@ -25,22 +26,6 @@ std::string FirstLine(const std::exception& e) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
   std::string what = c10 ? c10->what_without_backtrace() : e.what();
   return what.substr(0, what.find('\n'));
-}
-
-sockaddr_in Ipv4(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (rc != 0 || found == nullptr) {
-    throw UsageError("--master-addr '" + host + "' does not resolve to an IPv4 address (" +
-                     ::gai_strerror(rc) + ")");
-  }
-  sockaddr_in addr{};
-  std::memcpy(&addr, found->ai_addr, sizeof(addr));
-  ::freeaddrinfo(found);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return addr;
 }
 
 }  // namespace
@@ -73,7 +58,7 @@ Rendezvous::~Rendezvous() = default;
 
 Rendezvous Rendezvous::Serve(const std::string& host, int port, double timeout_s) {
   // Bind here, on the configured address only, and hand the socket over.
-  const sockaddr_in want = Ipv4(host, port);
+  const sockaddr_in want = ipc::ResolveIpv4(host, port, "--master-addr");
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw RuntimeError(std::string("cannot create a socket: ") + std::strerror(errno));
   const int one = 1;
@@ -151,7 +136,7 @@ std::optional<std::string> Rendezvous::Get(const std::string& key, double timeou
 
 std::string LocalAddressToward(const std::string& peer) {
   // connect() on a UDP socket sends nothing; it only picks the route.
-  const sockaddr_in to = Ipv4(peer, 9);
+  const sockaddr_in to = ipc::ResolveIpv4(peer, 9, "--master-addr");
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in local{};
   socklen_t len = sizeof(local);
