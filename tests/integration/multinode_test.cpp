@@ -91,11 +91,17 @@ struct TwoNodes {
 
 TwoNodes RunTwoNodes(const std::string& dir, std::vector<std::string> extra0 = {},
                      std::vector<std::string> extra1 = {}) {
-  const int port = FreePort();
-  BackgroundCommand node1(Node(1, port, dir + "/node1", extra1));
   TwoNodes r;
-  r.node0 = RunCommand(Node(0, port, dir + "/node0", extra0), 300);
-  r.node1 = node1.Wait(60);
+  // Another test may take the free port first: then start over on a new one.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::filesystem::remove_all(dir + "/node0");
+    std::filesystem::remove_all(dir + "/node1");
+    const int port = FreePort();
+    BackgroundCommand node1(Node(1, port, dir + "/node1", extra1));
+    r.node0 = RunCommand(Node(0, port, dir + "/node0", extra0), 300);
+    r.node1 = node1.Wait(60);
+    if (r.node0.output.find("Address already in use") == std::string::npos) break;
+  }
   return r;
 }
 
