@@ -182,15 +182,18 @@ TransportRow MeasureSize(const BenchTransport& transport, uint64_t bytes,
 
   // Calibrate the stream length on memcpy (warm first).
   TimeMemcpy(src, dst, o.slots);
-  const double per_msg = TimeMemcpy(src, dst, 2 * o.slots) / (2 * o.slots);
-  const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(o.seconds / per_msg)),
-                                        2 * o.slots, kMaxMessages);
-  const int pings = std::clamp(static_cast<int>(o.seconds / 2 / (per_msg + 50e-6)), 10, 200);
+  const double copy_per_msg = TimeMemcpy(src, dst, 2 * o.slots) / (2 * o.slots);
 
   std::unique_ptr<BenchChannel> channel = transport.open(bytes, o.slots);
   ForkedConsumer rx(*channel);
   std::unique_ptr<ipc::TensorSender> tx = channel->Sender();
   TimeStream(*tx, rx, src, 2 * o.slots);  // warm-up: every slot faulted in on both sides
+  // Streams last about o.seconds on the slower of the transport and memcpy.
+  const double per_msg =
+      std::max(copy_per_msg, TimeStream(*tx, rx, src, 2 * o.slots) / (2 * o.slots));
+  const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(o.seconds / per_msg)),
+                                        2 * o.slots, kMaxMessages);
+  const int pings = std::clamp(static_cast<int>(o.seconds / 2 / (per_msg + 50e-6)), 10, 200);
 
   std::vector<double> ring_gbps, copy_gbps, copy_us;
   for (int r = 0; r < o.repeats; ++r) {

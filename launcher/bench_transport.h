@@ -7,7 +7,7 @@
 // BenchChannels, each carrying messages of one size through the transport's
 // own TensorSender/TensorReceiver (tensor_channel.h). The loop in
 // bench_transport.cpp is the same for every transport: the producer is this
-// process, the consumer a forked child; gloo or cuda_ipc become one more entry
+// process, the consumer a forked child; cuda_ipc would become one more entry
 // of BuiltTransports().
 #pragma once
 
@@ -44,7 +44,9 @@ struct BenchTransport {
 
 // The shared-memory ring (bench_transport_shm.cpp).
 std::unique_ptr<BenchChannel> OpenShmChannel(uint64_t bytes, uint32_t slots);
-// Every transport built in; today only shm.
+// c10d's Gloo on loopback, as between two machines (bench_transport_gloo.cpp).
+std::unique_ptr<BenchChannel> OpenGlooChannel(uint64_t bytes, uint32_t slots);
+// Every transport this build runs without a GPU: shm and gloo.
 std::vector<BenchTransport> BuiltTransports();
 
 struct TransportOptions {

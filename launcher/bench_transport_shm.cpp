@@ -44,6 +44,8 @@ std::unique_ptr<BenchChannel> OpenShmChannel(uint64_t bytes, uint32_t slots) {
   return std::make_unique<ShmChannel>(bytes, slots);
 }
 
-std::vector<BenchTransport> BuiltTransports() { return {{"shm", OpenShmChannel}}; }
+std::vector<BenchTransport> BuiltTransports() {
+  return {{"shm", OpenShmChannel}, {"gloo", OpenGlooChannel}};
+}
 
 }  // namespace up::bench
