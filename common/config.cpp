@@ -69,6 +69,7 @@ const std::vector<std::string>& LeafKeys() {
       "pipeline.schedule",
       "pipeline.lock",
       "pipeline.park",
+      "pipeline.prefetch",
       "pipeline.timeout_s",
       "pipeline.stages.encoder.device",
       "pipeline.stages.encoder.node",
@@ -624,6 +625,7 @@ void ReadPipeline(const Reader& r, PipelineConfig* p) {
   r.Enum("pipeline.schedule", &p->schedule, {"sequential", "gpipe", "1f1b"});
   r.Enum("pipeline.lock", &p->lock, {"auto", "on", "off"});
   r.Enum("pipeline.park", &p->park, {"auto", "always", "never"});
+  r.Enum("pipeline.prefetch", &p->prefetch, {"off", "on"});
   r.Real("pipeline.timeout_s", &p->timeout_s, {0.0, true, false});
   r.Device("pipeline.stages.encoder.device", &p->encoder.device);
   r.Int("pipeline.stages.encoder.node", &p->encoder.node, kAtLeast0);
@@ -781,6 +783,7 @@ std::string DumpConfig(const Config& c) {
   line(2, "schedule", Quote(p.schedule));
   line(2, "lock", Quote(p.lock));
   line(2, "park", Quote(p.park));
+  line(2, "prefetch", Quote(p.prefetch));
   line(2, "timeout_s", FormatDouble(p.timeout_s));
   line(2, "stages", "");
   line(4, "encoder", "");

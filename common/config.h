@@ -65,6 +65,7 @@ struct PipelineConfig {
   std::string schedule = "sequential";  // sequential | gpipe | 1f1b
   std::string lock = "auto";            // auto | on | off
   std::string park = "auto";            // auto | always | never
+  std::string prefetch = "off";         // off | on: the next stage unparks before its turn
   double timeout_s = 120.0;             // every wait's limit, > 0
   StagePlacement encoder{"cpu", 0};
   StagePlacement decoder{"cpu", 0};

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace up {
@@ -40,5 +41,33 @@ torch::Tensor EmptyHostLike(const torch::Tensor& like);
 // for fast copies, once per process; returns false when there is no GPU.
 bool RegisterHostMemory(void* address, size_t bytes);
 void UnregisterHostMemory(void* address);
+
+// A side stream for moving a stage's training state (parking) on `device`:
+// copies issued inside Run() go on it, after everything already queued on the
+// device's current stream; Join() makes later work on the current stream wait
+// for them (no host wait); Synchronize() waits on the host. On a CPU device
+// (or a build without CUDA) copies run inline and the rest does nothing.
+class SideCopyStream {
+ public:
+  explicit SideCopyStream(const torch::Device& device);
+  ~SideCopyStream();
+  SideCopyStream(const SideCopyStream&) = delete;
+  SideCopyStream& operator=(const SideCopyStream&) = delete;
+
+  template <typename Copies>
+  void Run(const Copies& copies) {
+    Begin();
+    copies();
+    End();
+  }
+  void Join();
+  void Synchronize();
+
+ private:
+  void Begin();  // side stream current, ordered after the current stream
+  void End();    // current stream restored, completion recorded
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace up

@@ -22,4 +22,12 @@ torch::Tensor EmptyHostLike(const torch::Tensor& like) {
 bool RegisterHostMemory(void*, size_t) { return false; }
 void UnregisterHostMemory(void*) {}
 
+struct SideCopyStream::Impl {};
+SideCopyStream::SideCopyStream(const torch::Device&) {}
+SideCopyStream::~SideCopyStream() = default;
+void SideCopyStream::Begin() {}
+void SideCopyStream::End() {}
+void SideCopyStream::Join() {}
+void SideCopyStream::Synchronize() {}
+
 }  // namespace up

@@ -1,14 +1,18 @@
 // CUDA implementation of device_memory.h (built when LibTorch has CUDA). Every
 // call checks at run time that a GPU is there, so the same binary runs on
 // CPU-only machines.
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include "common/device_memory.h"
 #include "common/errors.h"
 
 #include <cstdlib>
+#include <optional>
 
 namespace up {
 
@@ -74,6 +78,43 @@ bool RegisterHostMemory(void* address, size_t bytes) {
 
 void UnregisterHostMemory(void* address) {
   if (CudaDeviceCount() > 0) cudaHostUnregister(address);
+}
+
+// On a CUDA device: a stream from the pool, an event that orders it after
+// the current stream, and one that marks the copies done.
+struct SideCopyStream::Impl {
+  explicit Impl(c10::DeviceIndex index)
+      : index(index), side(c10::cuda::getStreamFromPool(false, index)) {}
+  c10::DeviceIndex index;
+  c10::cuda::CUDAStream side;
+  at::cuda::CUDAEvent queued, done;
+  std::optional<c10::cuda::CUDAStreamGuard> guard;
+};
+
+SideCopyStream::SideCopyStream(const torch::Device& device) {
+  if (device.is_cuda()) impl_ = std::make_unique<Impl>(device.has_index() ? device.index() : 0);
+}
+SideCopyStream::~SideCopyStream() = default;
+
+void SideCopyStream::Begin() {
+  if (!impl_) return;
+  impl_->queued.record(c10::cuda::getCurrentCUDAStream(impl_->index));
+  impl_->queued.block(impl_->side);
+  impl_->guard.emplace(impl_->side);
+}
+
+void SideCopyStream::End() {
+  if (!impl_) return;
+  impl_->guard.reset();
+  impl_->done.record(impl_->side);
+}
+
+void SideCopyStream::Join() {
+  if (impl_) impl_->done.block(c10::cuda::getCurrentCUDAStream(impl_->index));
+}
+
+void SideCopyStream::Synchronize() {
+  if (impl_) impl_->done.synchronize();
 }
 
 }  // namespace up

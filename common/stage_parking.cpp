@@ -7,7 +7,7 @@ namespace up {
 
 StageParking::StageParking(torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                            torch::Device device)
-    : module_(module), optimizer_(optimizer), device_(device) {}
+    : module_(module), optimizer_(optimizer), device_(device), copies_(device) {}
 
 namespace {
 
@@ -56,6 +56,7 @@ bool ShouldPark(const std::string& park, const torch::Device& encoder,
 
 void StageParking::Park() {
   if (parked_) return;
+  if (!joined_) Unpark();  // a prefetch without a turn: settle it first
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> tensors = StateTensors(module_, optimizer_);
   // Which tensors exist changes as training goes (gradients, optimizer state
@@ -67,23 +68,41 @@ void StageParking::Park() {
     if (!host_[i].defined() || host_[i].sizes() != t.sizes() || host_[i].dtype() != t.dtype()) {
       host_[i] = EmptyHostLike(t);
     }
-    host_[i].copy_(t, /*non_blocking=*/true);
     parked_bytes_ += t.numel() * t.element_size();
   }
-  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  // Device -> host after the turn's work; the host waits before the device
+  // tensors are let go (their memory goes back to the driver).
+  copies_.Run([&] {
+    for (size_t i = 0; i < tensors.size(); ++i) host_[i].copy_(tensors[i], /*non_blocking=*/true);
+  });
+  copies_.Synchronize();
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].set_data(host_[i]);
   ReleaseCachedMemory(device_);
   parked_ = true;
 }
 
-void StageParking::Unpark() {
+void StageParking::Prefetch() {
   if (!parked_) return;
   torch::NoGradGuard no_grad;
-  for (torch::Tensor& t : StateTensors(module_, optimizer_)) {
-    // A fresh device tensor; the host buffer stays for the next park.
-    t.set_data(device_.is_cuda() ? t.to(device_, /*non_blocking=*/true) : t.clone());
-  }
+  std::vector<torch::Tensor> tensors = StateTensors(module_, optimizer_);
+  // Fresh device tensors, allocated on the current stream (so freeing them
+  // later is ordered with the work that uses them); the host buffers stay
+  // for the next park.
+  std::vector<torch::Tensor> fresh;
+  for (const torch::Tensor& t : tensors) fresh.push_back(torch::empty_like(t, device_));
+  copies_.Run([&] {
+    for (size_t i = 0; i < tensors.size(); ++i) fresh[i].copy_(tensors[i], /*non_blocking=*/true);
+  });
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].set_data(fresh[i]);
   parked_ = false;
+  joined_ = false;
+}
+
+void StageParking::Unpark() {
+  Prefetch();
+  if (joined_) return;
+  copies_.Join();  // the turn's work waits for copies still in flight
+  joined_ = true;
 }
 
 }  // namespace up

@@ -8,6 +8,10 @@
 // device. Host buffers are allocated once (pinned when a GPU is there) and
 // reused by every park. After parking, the process returns its cached device
 // memory to the driver, since the other stage's process cannot use it.
+// On a GPU the copies run on a side stream (device_memory.h), so a stage can
+// start fetching its state back (Prefetch) before its turn, while the other
+// stage still computes (`pipeline.prefetch: on`, where the device has room
+// for both states); its turn then only waits for copies still in flight.
 //
 // Not thread-safe; the stage's one thread parks and unparks.
 #pragma once
@@ -18,14 +22,17 @@
 #include <string>
 #include <vector>
 
+#include "common/device_memory.h"
+
 namespace up {
 
 class StageParking {
  public:
   StageParking(torch::nn::Module& module, torch::optim::Optimizer& optimizer, torch::Device device);
 
-  void Park();    // device -> host; no-op when parked
-  void Unpark();  // host -> device; no-op when not parked
+  void Park();      // device -> host; no-op when parked
+  void Prefetch();  // starts host -> device copies on the side stream; no-op when not parked
+  void Unpark();    // host -> device (Prefetch, then the current stream waits for it)
   bool parked() const { return parked_; }
   int64_t parked_bytes() const { return parked_bytes_; }
 
@@ -36,7 +43,9 @@ class StageParking {
   torch::optim::Optimizer& optimizer_;
   torch::Device device_;
   std::vector<torch::Tensor> host_;  // parking buffers, index-aligned with Tensors()
+  SideCopyStream copies_;
   bool parked_ = false;
+  bool joined_ = true;  // the current stream waits for the last Prefetch's copies
   int64_t parked_bytes_ = 0;
 };
 

@@ -30,6 +30,9 @@ class DecoderStage : public ipc::StageWorker {
 
   std::string BoundarySignature() const override;
   ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) override;
+  void Prefetch() override {
+    if (parking_) parking_->Prefetch();
+  }
   void Save(const ipc::SaveRequest& request) override;
   void Load(const std::string& path) override;
 

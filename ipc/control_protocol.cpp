@@ -48,6 +48,8 @@ const char* MsgTypeName(uint32_t type) {
       return "Failed";
     case MsgType::kFileChunk:
       return "FileChunk";
+    case MsgType::kPrefetch:
+      return "Prefetch";
   }
   return "unknown";
 }
@@ -238,6 +240,8 @@ void ExpectType(const ControlMessage& m, MsgType expected, const std::string& pe
   throw RuntimeError("protocol error: " + peer + " sent " + MsgTypeName(m.type) + " where " +
                      MsgTypeName(static_cast<uint32_t>(expected)) + " was expected");
 }
+
+ControlMessage EncodePrefetch() { return Message(MsgType::kPrefetch); }
 
 ControlMessage Encode(const FileChunk& m) {
   WireWriter w;

@@ -12,6 +12,8 @@
 //   launcher -> stage  Save       write the stage file of step N to a path
 //   stage -> launcher  Saved      (a stage on another node first sends the
 //                                 stage file itself as FileChunks)
+//   launcher -> stage  Prefetch   start moving the parked state back to the
+//                                 device; the Turn follows (no answer)
 //   launcher -> stage  Finish     stage answers Bye and exits 0
 //   stage -> launcher  Failed     exit code and one-line message, then exits
 //
@@ -41,6 +43,7 @@ enum class MsgType : uint32_t {
   kBye = 9,
   kFailed = 10,
   kFileChunk = 11,
+  kPrefetch = 12,
 };
 const char* MsgTypeName(uint32_t type);
 
@@ -102,6 +105,7 @@ ControlMessage Encode(const TurnReport& m);
 ControlMessage Encode(const SaveRequest& m);
 ControlMessage EncodeSaved(int64_t step);
 ControlMessage EncodeFinish();
+ControlMessage EncodePrefetch();
 struct ByeReport {
   int64_t peak_rss_bytes = 0;
   int64_t device_peak_bytes = 0;

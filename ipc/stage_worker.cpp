@@ -134,6 +134,9 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
         control.Send(EncodeSaved(save.step));
         break;
       }
+      case MsgType::kPrefetch:
+        worker.Prefetch();
+        break;
       case MsgType::kFinish:
         control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
         return;

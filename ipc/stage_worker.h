@@ -34,6 +34,9 @@ class StageWorker {
   virtual void Save(const SaveRequest& request) = 0;
   // Restores a stage file written by Save (resume).
   virtual void Load(const std::string& path) = 0;
+  // Starts moving parked state back to the device before the next turn
+  // (pipeline.prefetch); a stage that does not park has nothing to do.
+  virtual void Prefetch() {}
   // The stage's half of the U-Net (recording, replay and test hooks read it).
   virtual torch::nn::Module& module() = 0;
 

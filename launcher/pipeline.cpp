@@ -64,6 +64,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const torch::Device enc_device = ParseDevice(p.encoder.device, "pipeline.stages.encoder.device");
   const torch::Device dec_device = ParseDevice(p.decoder.device, "pipeline.stages.decoder.device");
   const bool parking = ShouldPark(p.park, enc_device, dec_device);
+  const bool prefetch = parking && p.prefetch == "on";
   const bool cuda_ipc = p.transport == "cuda_ipc";
   if (p.transport == "nccl" && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
     throw UsageError("pipeline.transport = nccl: both stages must be on CUDA devices (encoder " +
@@ -223,7 +224,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     double held_s[2] = {0, 0};
     int64_t turn_start_us[2] = {0, 0};
     std::string turn_text[2];
-    for (const Phase& phase : phases) {
+    for (size_t k = 0; k < phases.size(); ++k) {
+      const Phase& phase = phases[k];
       std::vector<StageId> waiting;
       std::string doing;
       for (const Turn& turn : phase.turns) {
@@ -247,6 +249,14 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
         waiting.push_back(turn.stage);
         doing += (doing.empty() ? "" : ", ") + TurnText(step, turn);
+      }
+      // pipeline.prefetch: the next phase's parked stage starts loading its
+      // state now, while this phase computes.
+      if (prefetch && k + 1 < phases.size()) {
+        for (const Turn& next : phases[k + 1].turns) {
+          if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
+            stages[next.stage].control->Send(ipc::EncodePrefetch());
+        }
       }
       const auto phase_start = Clock::now();
       while (!waiting.empty()) {

@@ -92,6 +92,29 @@ TEST(StageParking, SgdMomentumIsParkedToo) {
   EXPECT_EQ(ParamDigest(NamedState(*a), {}), ParamDigest(NamedState(*b), {}));
 }
 
+TEST(StageParking, PrefetchBeforeTheTurnEqualsUnparkingAtIt) {
+  TrainConfig t;
+  UNetEncoder a(Small(), 1), b(Small(), 1);
+  StageOptimizer opt_a(*a, t), opt_b(*b, t);
+  StageParking parking(*b, opt_b.optimizer(), torch::kCPU);
+  parking.Park();
+  for (int64_t s = 0; s < 3; ++s) {
+    Step(a, opt_a, s);
+    parking.Prefetch();  // while the other stage computes
+    EXPECT_FALSE(parking.parked());
+    parking.Prefetch();  // a second hint is a no-op
+    ParkedOutsideTurn turn(&parking);
+    Step(b, opt_b, s);
+  }
+  // A prefetch with no turn after it parks cleanly too.
+  parking.Prefetch();
+  parking.Park();
+  EXPECT_TRUE(parking.parked());
+  parking.Unpark();
+  EXPECT_EQ(ParamDigest(NamedState(*a), {}), ParamDigest(NamedState(*b), {}));
+  EXPECT_EQ(AdamStateDigest(opt_a.optimizer()), AdamStateDigest(opt_b.optimizer()));
+}
+
 TEST(ShouldPark, OnlySharedGpusParkByDefault) {
   EXPECT_FALSE(ShouldPark("auto", torch::kCPU, torch::kCPU));
   EXPECT_TRUE(ShouldPark("always", torch::kCPU, torch::kCPU));

@@ -160,6 +160,9 @@ TEST(Pipeline, RecomputeAndParkingEqualKeepWithBatchNorm) {
   EXPECT_EQ(
       run("parked", {"--set", "pipeline.park=always", "--set", "pipeline.activations=recompute"}),
       keep);
+  // The next stage fetching its parked state before its turn changes nothing.
+  EXPECT_EQ(run("prefetched", {"--set", "pipeline.park=always", "--set", "pipeline.prefetch=on"}),
+            keep);
 }
 
 TEST(Pipeline, Bf16AutocastEqualsSingleProcessAndDiffersFromFp32) {

@@ -81,6 +81,14 @@ TEST(CudaParking, RoundTripAcrossDevicesIsBitwise) {
   opt.BeginStep(1);
   enc->forward(torch::randn({2, 4, 8, 8}, torch::kCUDA)).bottleneck.square().mean().backward();
   opt.Step(opt.GradNorms());  // no "Expected all tensors to be on the same device"
+
+  // Prefetch on the side stream, then a turn right after it: still exact.
+  const std::string stepped = ParamDigest(NamedState(*enc), {});
+  parking.Park();
+  parking.Prefetch();
+  EXPECT_TRUE(enc->parameters()[0].is_cuda());
+  parking.Unpark();  // the current stream waits for the side stream's copies
+  EXPECT_EQ(ParamDigest(NamedState(*enc), {}), stepped);
 }
 
 }  // namespace
