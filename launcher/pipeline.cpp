@@ -17,6 +17,7 @@
 #include "common/sha256.h"
 #include "common/stage_optimizer.h"
 #include "common/stage_parking.h"
+#include "common/test_hooks.h"
 #include "common/trace.h"
 #include "common/unet.h"
 #include "ipc/cuda_ipc_channel.h"
@@ -155,6 +156,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
        std::nullopt});
   for (const StageLink& link : links)
     StopSignals::WatchChild(link.child.pid());  // a second Ctrl-C kills them
+  TestHookPoint("launcher", "spawn");
   StageGroup stages(std::move(links));
   struct Abort {  // on any error: wake stages blocked on a ring, then kill them
     ipc::ShmRing& fwd;
@@ -172,7 +174,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   // Handshake: protocol, config and boundary must agree before any work.
   const std::string config_sha = Sha256Hex(DumpConfig(config));
   const std::string boundary = BoundarySignature(config);
-  const std::vector<ipc::Hello> hellos = stages.AcceptAll(listener, After(p.timeout_s));
+  const std::vector<ipc::Hello> hellos =
+      stages.AcceptAll(listener, After(p.timeout_s),
+                       "start-up before step " + std::to_string((resume ? resume->step : 0) + 1));
   for (StageLink& s : stages.all()) {
     const ipc::Hello& h = hellos[static_cast<int>(s.id)];
     const std::string problem = HandshakeProblem(h, config_sha, boundary);
@@ -182,7 +186,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                        problem);
     }
   }
-  for (StageLink& s : stages.all()) s.control->Send(ipc::EncodeWelcome());
+  for (StageLink& s : stages.all()) stages.Send(s, ipc::EncodeWelcome(), "start-up");
   LogInfo(Str("run id ", run_id.Hex(), "; stages up: encoder pid ",
               stages[StageId::kEncoder].child.pid(), ", decoder pid ",
               stages[StageId::kDecoder].child.pid()));
@@ -220,7 +224,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                                        [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
         if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
         LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
-        s.control->Send(ipc::Encode(req));
+        stages.Send(s, ipc::Encode(req), TurnText(step, turn));
+        TestHookPoint("launcher", "turn", step + 1);
         turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
         turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
         waiting.push_back(turn.stage);
@@ -273,18 +278,22 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     const bool stopping = StopSignals::requested() != 0 && step + 1 < t.steps;
     const bool last = step + 1 == t.steps || stopping;
     if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
+      const std::string doing = "checkpoint of step " + std::to_string(step + 1);
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
+      StagingCleanup unless_committed(staging);
       for (StageLink& s : stages.all()) {
-        s.control->Send(ipc::Encode(ipc::SaveRequest{
-            step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}));
+        stages.Send(s,
+                    ipc::Encode(ipc::SaveRequest{
+                        step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}),
+                    doing);
       }
       std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
       while (!waiting.empty()) {
-        auto [id, m] = stages.Await(waiting, After(p.timeout_s),
-                                    "checkpoint of step " + std::to_string(step + 1));
+        auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
         ipc::ExpectType(m, ipc::MsgType::kSaved, StageName(id));
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
       }
+      TestHookPoint("launcher", "save", step + 1);
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
     completed = step + 1;
@@ -297,10 +306,12 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   summary.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
 
   // Orderly shutdown: Finish -> Bye (peak RSS) -> exit 0.
-  for (StageLink& s : stages.all()) s.control->Send(ipc::EncodeFinish());
+  const std::string shutdown = "shutdown after step " + std::to_string(completed);
+  for (StageLink& s : stages.all()) stages.Send(s, ipc::EncodeFinish(), shutdown);
+  TestHookPoint("launcher", "finish");
   std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
   while (!waiting.empty()) {
-    auto [id, m] = stages.Await(waiting, After(p.timeout_s), "shutdown");
+    auto [id, m] = stages.Await(waiting, After(p.timeout_s), shutdown);
     ipc::ExpectType(m, ipc::MsgType::kBye, StageName(id));
     const ipc::ByeReport bye = ipc::DecodeBye(m);
     stages[id].peak_rss_bytes = bye.peak_rss_bytes;
