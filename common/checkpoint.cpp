@@ -1,15 +1,13 @@
 // See checkpoint.h.
 #include "common/checkpoint.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
 
+#include "common/checkpoint_manifest.h"
 #include "common/errors.h"
 #include "common/fs_util.h"
-#include "common/json_writer.h"
 #include "common/sha256.h"
 #include "common/unet.h"
 
@@ -18,16 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kManifest = "manifest.json";
-constexpr int kFormatVersion = 1;
 
 std::string FileSha256(const std::string& path) { return Sha256Hex(ReadFile(path)); }
-
-int64_t StepOfDirName(const std::string& name) {
-  if (name.rfind("step-", 0) != 0 || name.size() <= 5) return -1;
-  const std::string digits = name.substr(5);
-  if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
-}
 
 }  // namespace
 
@@ -50,10 +40,12 @@ void SaveStageFile(const std::string& path, torch::nn::Module& module,
   archive.write("optimizer", optimizer_archive);
   archive.write("step", torch::tensor(step, torch::kInt64));
   archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-  const std::string tmp = path + ".tmp";
-  archive.save_to(tmp);
-  FsyncPath(tmp);
-  fs::rename(tmp, path);
+  // Serialized in memory, then written by WriteFileAtomic: a full disk or any
+  // other write error is one clear RuntimeError naming the file, and leaves
+  // no partial file under the final name.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  WriteFileAtomic(path, bytes.str());
 }
 
 int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
@@ -102,25 +94,22 @@ std::string BeginCheckpoint(const std::string& run_dir, int64_t step) {
   return staging.string();
 }
 
+StagingCleanup::~StagingCleanup() {
+  std::error_code ec;
+  fs::remove_all(staging_, ec);  // a no-op once committed (renamed away)
+}
+
 std::string CommitCheckpoint(const std::string& run_dir, const std::string& staging, int64_t step,
                              const std::vector<std::string>& files, const Config& config) {
-  std::string file_table = "{";
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string path = (fs::path(staging) / files[i]).string();
-    JsonWriter entry;
-    entry.Field("bytes", static_cast<uint64_t>(fs::file_size(path)))
-        .Field("sha256", FileSha256(path));
-    file_table += (i ? "," : "") + std::string("\"") + files[i] + "\":" + entry.str();
+  CheckpointManifest manifest;
+  manifest.step = step;
+  manifest.model_signature = ModelSignature(config.model);
+  manifest.config_sha256 = Sha256Hex(DumpConfig(config));
+  for (const std::string& name : files) {
+    const std::string path = (fs::path(staging) / name).string();
+    manifest.files.push_back({name, static_cast<uint64_t>(fs::file_size(path)), FileSha256(path)});
   }
-  file_table += "}";
-  JsonWriter manifest;
-  manifest.Field("format", "unet-pipeline-checkpoint")
-      .Field("version", kFormatVersion)
-      .Field("step", static_cast<int64_t>(step))
-      .Field("model_signature", ModelSignature(config.model))
-      .Field("config_sha256", Sha256Hex(DumpConfig(config)))
-      .Raw("files", file_table);
-  WriteFileAtomic((fs::path(staging) / kManifest).string(), manifest.str() + "\n");
+  WriteFileAtomic((fs::path(staging) / kManifest).string(), ManifestJson(manifest) + "\n");
 
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const fs::path final_dir = root / ("step-" + std::to_string(step));
@@ -132,7 +121,7 @@ std::string CommitCheckpoint(const std::string& run_dir, const std::string& stag
   // Keep the newest `keep` checkpoints.
   std::vector<int64_t> steps;
   for (const auto& e : fs::directory_iterator(root)) {
-    const int64_t s = StepOfDirName(e.path().filename().string());
+    const int64_t s = StepOfCheckpointDir(e.path().filename().string());
     if (s >= 0) steps.push_back(s);
   }
   std::sort(steps.rbegin(), steps.rend());
@@ -150,7 +139,7 @@ std::optional<CheckpointRef> FindLatestCheckpoint(
   if (!fs::is_directory(root, ec)) return std::nullopt;
   std::vector<std::pair<int64_t, fs::path>> found;
   for (const auto& e : fs::directory_iterator(root)) {
-    const int64_t s = StepOfDirName(e.path().filename().string());
+    const int64_t s = StepOfCheckpointDir(e.path().filename().string());
     if (s >= 0 && e.is_directory()) found.emplace_back(s, e.path());
   }
   std::sort(found.begin(), found.end(),
@@ -158,35 +147,29 @@ std::optional<CheckpointRef> FindLatestCheckpoint(
   const std::string signature = ModelSignature(config.model);
   for (const auto& [step, dir] : found) {
     const fs::path manifest_path = dir / kManifest;
-    YAML::Node manifest;
+    CheckpointManifest manifest;
     try {
-      manifest = YAML::Load(ReadFile(manifest_path.string()));
-      if (manifest["format"].as<std::string>() != "unet-pipeline-checkpoint" ||
-          manifest["step"].as<int64_t>() != step) {
-        throw std::runtime_error("not an unet-pipeline manifest for this step");
+      const uint64_t size = fs::file_size(manifest_path);
+      if (size > kMaxManifestBytes) {
+        throw RuntimeError("manifest is " + std::to_string(size) + " bytes, expected at most " +
+                           std::to_string(kMaxManifestBytes));
+      }
+      manifest = ParseManifest(ReadFile(manifest_path.string()));
+      if (manifest.step != step) {
+        throw RuntimeError("manifest is for step " + std::to_string(manifest.step));
       }
     } catch (const std::exception& e) {
       warn("checkpoint '" + dir.string() + "' skipped: unreadable manifest (" + e.what() + ")");
       continue;
     }
-    if (manifest["model_signature"].as<std::string>("") != signature) {
+    if (manifest.model_signature != signature) {
       throw UsageError("checkpoint '" + dir.string() +
                        "' was written for a different model (model.* differs from this config); "
                        "resume with the run's own config or start a new run");
     }
-    bool ok = true;
-    for (const auto& file : manifest["files"]) {
-      const std::string name = file.first.as<std::string>();
-      const fs::path path = dir / name;
-      if (!fs::exists(path) || fs::file_size(path) != file.second["bytes"].as<uint64_t>() ||
-          FileSha256(path.string()) != file.second["sha256"].as<std::string>()) {
-        warn("checkpoint '" + dir.string() + "' skipped: '" + name +
-             "' is missing, truncated or corrupt");
-        ok = false;
-        break;
-      }
-    }
-    if (ok) return CheckpointRef{step, dir.string()};
+    const std::string problem = VerifyCheckpointFiles(dir.string(), manifest);
+    if (problem.empty()) return CheckpointRef{step, dir.string()};
+    warn("checkpoint '" + dir.string() + "' skipped: " + problem);
   }
   return std::nullopt;
 }

@@ -34,6 +34,19 @@ int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
 
 // The staging folder for step `step` under `run_dir` (created empty).
 std::string BeginCheckpoint(const std::string& run_dir, int64_t step);
+// Removes a staging folder on the way out unless CommitCheckpoint renamed it
+// away: a checkpoint that failed (no space, a stage gone) leaves only the
+// older, complete checkpoints behind.
+class StagingCleanup {
+ public:
+  explicit StagingCleanup(std::string staging) : staging_(std::move(staging)) {}
+  ~StagingCleanup();
+  StagingCleanup(const StagingCleanup&) = delete;
+  StagingCleanup& operator=(const StagingCleanup&) = delete;
+
+ private:
+  std::string staging_;
+};
 // Hashes the listed files in `staging`, writes the manifest, renames the
 // folder to checkpoints/step-N and keeps only the newest `keep` checkpoints.
 std::string CommitCheckpoint(const std::string& run_dir, const std::string& staging, int64_t step,

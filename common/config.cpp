@@ -132,6 +132,8 @@ std::vector<std::string> ChildrenOf(const std::string& section) {
 
 [[noreturn]] void Fail(const std::string& message) { throw UsageError("config: " + message); }
 
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   std::iota(row.begin(), row.end(), size_t{0});
@@ -726,7 +728,14 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
   std::string text;
   char buf[65536];
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxConfigBytes) {
+      std::fclose(file);
+      Fail("'" + path + "' is larger than " + std::to_string(kMaxConfigBytes >> 20) +
+           " MiB; is it a config file?");
+    }
+  }
   int read_errno = std::ferror(file) ? errno : 0;
   std::fclose(file);
   if (read_errno != 0) Fail("cannot read '" + path + "': " + std::strerror(read_errno));

@@ -14,6 +14,16 @@
 #include "common/errors.h"
 
 namespace up {
+namespace {
+
+// What to do when a write fails for want of space.
+std::string SpaceHint(int err, const std::string& path) {
+  if (err != ENOSPC && err != EDQUOT && err != EFBIG) return "";
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return "; free space on the file system holding it (df -h " + (dir.empty() ? "." : dir) + ")";
+}
+
+}  // namespace
 
 void FsyncPath(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -27,7 +37,10 @@ void FsyncPath(const std::string& path) {
 void WriteFileAtomic(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeError("cannot create '" + tmp + "': " + std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;
+    throw RuntimeError("cannot create '" + tmp + "': " + std::strerror(err) + SpaceHint(err, path));
+  }
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -36,7 +49,8 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes) {
       const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw RuntimeError("cannot write '" + tmp + "': " + std::strerror(err));
+      throw RuntimeError("cannot write '" + tmp + "': " + std::strerror(err) +
+                         SpaceHint(err, path));
     }
     done += static_cast<size_t>(n);
   }
@@ -44,9 +58,13 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes) {
     const int err = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw RuntimeError("fsync('" + tmp + "') failed: " + std::strerror(err));
+    throw RuntimeError("fsync('" + tmp + "') failed: " + std::strerror(err) + SpaceHint(err, path));
   }
-  ::close(fd);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw RuntimeError("cannot write '" + tmp + "': " + std::strerror(err) + SpaceHint(err, path));
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());

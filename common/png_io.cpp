@@ -14,6 +14,8 @@
 namespace up {
 namespace {
 
+constexpr png_uint_32 kMaxPngSide = 16384;
+
 struct FileCloser {
   void operator()(FILE* f) const {
     if (f) std::fclose(f);
@@ -46,6 +48,16 @@ PngImage ReadPng(const std::string& path) {
   png_init_io(png, file.get());
   png_set_sig_bytes(png, 8);
   png_read_info(png, info);
+  // The header's size comes from the file: checked before anything is allocated.
+  if (png_get_image_width(png, info) > kMaxPngSide ||
+      png_get_image_height(png, info) > kMaxPngSide) {
+    const std::string size = std::to_string(png_get_image_width(png, info)) + "x" +
+                             std::to_string(png_get_image_height(png, info));
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw UsageError("'" + path + "' claims " + size + " pixels; images larger than " +
+                     std::to_string(kMaxPngSide) + "x" + std::to_string(kMaxPngSide) +
+                     " are refused (is the file corrupt?)");
+  }
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);

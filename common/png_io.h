@@ -19,6 +19,8 @@ struct PngImage {
 
 // Reads any PNG, converting palette and sub-byte greys to 8 bits and 16-bit
 // samples down to 8; keeps the file's channel count.
+// UsageError for a missing, corrupt or truncated file, and for one whose
+// header claims more than 16384 pixels a side (checked before allocating).
 PngImage ReadPng(const std::string& path);
 
 // Writes 8-bit grey/GA/RGB/RGBA atomically enough for outputs (temp + rename).

@@ -74,8 +74,12 @@ RunDir RunDir::Reopen(const std::string& path, const Config& config, int64_t com
 }
 
 void RunDir::AppendMetrics(const std::string& json_object) {
-  std::fputs((json_object + "\n").c_str(), metrics_.get());
-  std::fflush(metrics_.get());
+  if (std::fputs((json_object + "\n").c_str(), metrics_.get()) < 0 ||
+      std::fflush(metrics_.get()) != 0) {
+    throw RuntimeError("cannot append to " + path_ + "/metrics.jsonl: " + std::strerror(errno) +
+                       "; free space on the file system holding the run folder (df -h " + path_ +
+                       ")");
+  }
 }
 
 void RunDir::WriteSummary(const std::string& json_object) {

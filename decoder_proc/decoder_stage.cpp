@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/loss.h"
 #include "common/precision.h"
+#include "common/test_hooks.h"
 #include "common/trace.h"
 
 namespace up {
@@ -62,6 +63,7 @@ ipc::TurnReport DecoderStage::RunTurn(const ipc::TurnRequest& turn) {
         }
         break;
       case ipc::Op::kStep: {
+        TestHookPoint("decoder", "step", turn.step + 1);
         TraceSpan span(trace_event::kOptimizerStep, "compute");
         torch::Tensor own = optimizer_.GradNorms();                            // (P_dec,)
         torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_enc,)
@@ -111,7 +113,9 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
     logits = model_->forward(b);
     loss = SegmentationLoss(logits, masks, config_.train.loss) / config_.train.micro_batches;
   }
+  TestHookPoint("decoder", "forward", step + 1);
   loss.backward();
+  TestHookPoint("decoder", "backward", step + 1);
 
   std::vector<ipc::NamedTensor> grads;
   for (size_t i = 0; i < in.tensors.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/precision.h"
+#include "common/test_hooks.h"
 #include "common/trace.h"
 
 namespace up {
@@ -64,6 +65,7 @@ ipc::TurnReport EncoderStage::RunTurn(const ipc::TurnRequest& turn) {
           }();
         break;
       case ipc::Op::kStep: {
+        TestHookPoint("encoder", "step", turn.step + 1);
         TraceSpan span(trace_event::kOptimizerStep, "compute");
         torch::Tensor own = optimizer_.GradNorms();                            // (P_enc,)
         torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_dec,)
@@ -94,6 +96,7 @@ void EncoderStage::Forward(int64_t step, int mb) {
   std::vector<ipc::NamedTensor> wire{{"bottleneck", out.bottleneck}};
   for (size_t i = 0; i < out.skips.size(); ++i)
     wire.push_back({"skip" + std::to_string(i), out.skips[i]});
+  TestHookPoint("encoder", "forward", step + 1);
   to_decoder_.Send(
       {static_cast<uint64_t>(step), static_cast<uint32_t>(mb), ipc::Direction::kForward}, wire,
       After(config_.pipeline.timeout_s));
@@ -139,6 +142,7 @@ void EncoderStage::Backward(int64_t step, int mb) {
                        std::to_string(grads.meta.micro_batch) + " with " +
                        std::to_string(grads.tensors.size()) + " tensors");
   }
+  TestHookPoint("encoder", "backward", step + 1);
   std::vector<torch::Tensor> outputs{kept->second.bottleneck};
   for (const auto& s : kept->second.skips) outputs.push_back(s);
   std::vector<torch::Tensor> grad_values;

@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <iostream>
 #include <optional>
@@ -14,6 +17,7 @@
 #include "common/logging.h"
 #include "common/proc_stats.h"
 #include "common/sha256.h"
+#include "common/test_hooks.h"
 #include "common/trace.h"
 #include "common/unet.h"
 #include "ipc/c10d_channel.h"
@@ -103,8 +107,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
 }
 
 // Answers the launcher until Finish. Throws on any failure.
-void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRecorder* recorder,
-           const torch::Device& device, const std::string& scratch) {
+void Serve(const std::string& stage, StageWorker& worker, ControlChannel& control, double wait_s,
+           StageRecorder* recorder, const torch::Device& device, const std::string& scratch) {
   for (;;) {
     const int64_t wait_start = TracingOn() ? MonotonicMicros() : 0;
     ControlMessage m = control.Receive(After(wait_s));
@@ -112,6 +116,7 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
     switch (static_cast<MsgType>(m.type)) {
       case MsgType::kTurn: {
         const TurnRequest turn = DecodeTurn(m);
+        TestHookPoint(stage, "turn", turn.step + 1);
         if (recorder) recorder->BeforeTurn(worker, turn);
         TurnReport report = worker.RunTurn(turn);
         if (recorder) recorder->AfterTurn(worker, turn);
@@ -131,6 +136,7 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
           SendFile(control, save.path);
           std::remove(save.path.c_str());
         }
+        TestHookPoint(stage, "save", save.step);
         control.Send(EncodeSaved(save.step));
         break;
       }
@@ -138,6 +144,7 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
         worker.Prefetch();
         break;
       case MsgType::kFinish:
+        TestHookPoint(stage, "finish");
         control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
         return;
       default:
@@ -215,6 +222,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
     InitLogging(stage, args.level, args.log);
+    TestHookPoint(stage, "start");
     if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
@@ -278,8 +286,11 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     hello.boundary_signature = worker->BoundarySignature();
     control->Send(Encode(hello));
     ControlMessage answer = control->Receive(After(timeout_s));
-    if (answer.type == static_cast<uint32_t>(MsgType::kReject))
-      throw UsageError(DecodeReject(answer));
+    if (answer.type == static_cast<uint32_t>(MsgType::kReject)) {
+      // The launcher reports the reason as its error line; it needs no echo.
+      LogDebug("rejected by the launcher: " + DecodeReject(answer));
+      return 2;
+    }
     ExpectType(answer, MsgType::kWelcome, "launcher");
     if (DecodeWelcome(answer)) {  // resume on a node without the run folder
       if (args.scratch.empty())
@@ -295,6 +306,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
           JoinC10d(args, stage, ctx.config, device, run_id.Hex());
     }
     ApplyTestHooks(stage, *worker);
+    TestHookPoint(stage, "hello");
     if (recorder) {
       worker->on_loss = [&recorder](int64_t step, int mb, double loss) {
         recorder->Loss(step, mb, loss);
@@ -304,7 +316,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
 
     // Between turns a stage waits while the other stage computes a whole
     // turn, so its limit is longer than one turn's.
-    Serve(*worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
+    Serve(stage, *worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
     StopTracing();
     return 0;
   } catch (const PeerGoneError& e) {
@@ -317,14 +329,18 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
     if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
     what = what.substr(0, what.find('\n'));
-    std::cerr << "[" << stage << "] error: " << what << std::endl;
+    // The launcher reports what it is told, as its one error line; the stage
+    // prints the error itself only when nobody else will.
+    bool told = false;
     if (control) {
       try {
         control->Send(Encode(Failure{code, what}));
+        told = true;
       } catch (const std::exception&) {
-        // The launcher is gone; nothing more to tell.
+        // The launcher is gone.
       }
     }
+    if (!told) std::cerr << "[" << stage << "] error: " << what << std::endl;
     return code;
   }
 }

@@ -5,11 +5,15 @@
 
 #include <cstring>
 #include <ctime>
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
 
 #include "common/checkpoint.h"
+#include "common/dataset.h"
 #include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -55,6 +59,13 @@ std::string DefaultOut(const std::string& config_path) {
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
   const std::string stem = config_path.empty() ? "run" : fs::path(config_path).stem().string();
   return (fs::path("runs") / (stem + "-" + stamp)).string();
+}
+
+// Folder data is read lazily by every process: reading each pair once here
+// turns a bad file into one error before anything starts, not a failure later.
+void CheckFolderData(const Config& config) {
+  const std::unique_ptr<Dataset> data = MakeDataset(config);
+  for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
 }
 
 int Train(int argc, char** argv) {
@@ -139,6 +150,7 @@ int Train(int argc, char** argv) {
     }
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
+    if (config.data.kind == "folder") CheckFolderData(config);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
       throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
@@ -152,6 +164,7 @@ int Train(int argc, char** argv) {
     if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
+    if (config.data.kind == "folder") CheckFolderData(config);  // before the run folder exists
     run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
                                config));
   }
@@ -175,6 +188,17 @@ int Train(int argc, char** argv) {
           Str("stopped at once by ", strsignal(sig), " (", e.what(), "); the newest checkpoint in ",
               run->path(), " is intact: continue with --resume ", run->path()),
           128 + sig);
+    }
+    // A failure while running loses nothing already saved: say where it is.
+    std::optional<CheckpointRef> saved;
+    try {
+      if (e.exit_code() == 1) saved = FindLatestCheckpoint(run->path(), config, [](auto&) {});
+    } catch (const Error&) {
+      // Only a hint: the original error is what matters.
+    }
+    if (saved) {
+      throw RuntimeError(Str(e.what(), "; checkpoint step-", saved->step,
+                             " is intact: continue with --resume ", run->path()));
     }
     throw;
   }

@@ -18,6 +18,7 @@
 #include "common/sha256.h"
 #include "common/stage_optimizer.h"
 #include "common/stage_parking.h"
+#include "common/test_hooks.h"
 #include "common/trace.h"
 #include "common/unet.h"
 #include "ipc/cuda_ipc_channel.h"
@@ -174,6 +175,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                ? rendezvous->Get("up/" + run_id.Hex() + "/exit/" + link.name(), 2.0).value_or("")
                : std::string();
   };
+  TestHookPoint("launcher", "spawn");
   StageGroup stages(std::move(links), remote_exit);
   struct Abort {  // on any error: wake stages blocked on a ring, then kill them
     ipc::ShmRing* fwd;
@@ -190,7 +192,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
 
   // Handshake: protocol, config and boundary must agree before any work.
   const std::string boundary = BoundarySignature(config);
-  const std::vector<ipc::Hello> hellos = stages.AcceptAll(listener, After(p.timeout_s));
+  const std::vector<ipc::Hello> hellos =
+      stages.AcceptAll(listener, After(p.timeout_s),
+                       "start-up before step " + std::to_string((resume ? resume->step : 0) + 1));
   for (StageLink& s : stages.all()) {
     const ipc::Hello& h = hellos[static_cast<int>(s.id)];
     const std::string problem = HandshakeProblem(h, config_sha, boundary);
@@ -202,7 +206,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   }
   for (StageLink& s : stages.all()) {
     // A stage on another node gets its stage file over the connection.
-    s.control->Send(ipc::EncodeWelcome(s.remote() && resume));
+    stages.Send(s, ipc::EncodeWelcome(s.remote() && resume), "start-up");
     if (s.remote() && resume) {
       ipc::SendFile(*s.control, (fs::path(resume->dir) / (std::string(s.name()) + ".pt")).string());
     }
@@ -244,7 +248,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                                        [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
         if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
         LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
-        s.control->Send(ipc::Encode(req));
+        stages.Send(s, ipc::Encode(req), TurnText(step, turn));
+        TestHookPoint("launcher", "turn", step + 1);
         turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
         turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
         waiting.push_back(turn.stage);
@@ -255,7 +260,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       if (prefetch && k + 1 < phases.size()) {
         for (const Turn& next : phases[k + 1].turns) {
           if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
-            stages[next.stage].control->Send(ipc::EncodePrefetch());
+            stages.Send(stages[next.stage], ipc::EncodePrefetch(), doing);
         }
       }
       const auto phase_start = Clock::now();
@@ -305,16 +310,19 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     const bool stopping = StopSignals::requested() != 0 && step + 1 < t.steps;
     const bool last = step + 1 == t.steps || stopping;
     if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
+      const std::string doing = "checkpoint of step " + std::to_string(step + 1);
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
+      StagingCleanup unless_committed(staging);
       for (StageLink& s : stages.all()) {
-        s.control->Send(ipc::Encode(ipc::SaveRequest{
-            step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}));
+        stages.Send(s,
+                    ipc::Encode(ipc::SaveRequest{
+                        step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}),
+                    doing);
       }
       std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
       std::string received[2];  // stage files arriving from other nodes
       while (!waiting.empty()) {
-        auto [id, m] = stages.Await(waiting, After(p.timeout_s),
-                                    "checkpoint of step " + std::to_string(step + 1));
+        auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
         if (m.type == static_cast<uint32_t>(ipc::MsgType::kFileChunk) && stages[id].remote()) {
           const ipc::FileChunk chunk = ipc::DecodeFileChunk(m);
           received[static_cast<int>(id)] += chunk.bytes;
@@ -327,6 +335,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         ipc::ExpectType(m, ipc::MsgType::kSaved, StageName(id));
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
       }
+      TestHookPoint("launcher", "save", step + 1);
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
     completed = step + 1;
@@ -339,10 +348,12 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   summary.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
 
   // Orderly shutdown: Finish -> Bye (peak RSS) -> exit 0.
-  for (StageLink& s : stages.all()) s.control->Send(ipc::EncodeFinish());
+  const std::string shutdown = "shutdown after step " + std::to_string(completed);
+  for (StageLink& s : stages.all()) stages.Send(s, ipc::EncodeFinish(), shutdown);
+  TestHookPoint("launcher", "finish");
   std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
   while (!waiting.empty()) {
-    auto [id, m] = stages.Await(waiting, After(p.timeout_s), "shutdown");
+    auto [id, m] = stages.Await(waiting, After(p.timeout_s), shutdown);
     ipc::ExpectType(m, ipc::MsgType::kBye, StageName(id));
     const ipc::ByeReport bye = ipc::DecodeBye(m);
     stages[id].peak_rss_bytes = bye.peak_rss_bytes;

@@ -2,6 +2,9 @@
 // predicts peak device memory of single-process training and of the
 // pipeline under each activation policy, and says whether each fits.
 #include <cstdio>
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <iostream>
 

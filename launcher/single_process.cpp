@@ -98,6 +98,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     const bool last = step + 1 == t.steps || stopping;
     if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
+      StagingCleanup unless_committed(staging);
       SaveStageFile((fs::path(staging) / "encoder.pt").string(), *model->encoder,
                     enc_opt.optimizer(), step + 1);
       SaveStageFile((fs::path(staging) / "decoder.pt").string(), *model->decoder,

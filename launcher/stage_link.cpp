@@ -24,19 +24,33 @@ void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
                        " " + (seen.empty() ? "closed its connection" : seen) + " during " + doing);
   }
   // Give the process a moment to finish dying so its status is known.
-  const ExitStatus status = stage.child->Wait(Clock::now() + std::chrono::seconds(2));
-  throw RuntimeError(std::string(stage.name()) + " stage " + status.Describe() + " during " +
+  ExitStatus status = stage.child->Wait(Clock::now() + std::chrono::seconds(2));
+  StageLink* culprit = &stage;
+  if (status.exited) {
+    // A stage that exited may only have noticed that its peer died (the
+    // rings see a dead peer): a peer killed by a signal is the cause.
+    for (auto& other : stages_) {
+      if (&other == &stage || other.finished || !other.child) continue;
+      const std::optional<ExitStatus> o = other.child->Poll();
+      if (o && !o->exited) {
+        culprit = &other;
+        status = *o;
+      }
+    }
+  }
+  throw RuntimeError(std::string(culprit->name()) + " stage " + status.Describe() + " during " +
                      doing);
 }
 
-std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, Deadline deadline) {
+std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, Deadline deadline,
+                                              const std::string& doing) {
   std::vector<ipc::Hello> hellos(stages_.size());
   std::vector<std::optional<ipc::ControlChannel>> pending;
   size_t greeted = 0;
   const auto start = Clock::now();
   while (greeted < stages_.size()) {
     for (auto& s : stages_) {
-      if (s.child && s.child->Poll()) ReportGone(s, "start-up");
+      if (s.child && s.child->Poll()) ReportGone(s, doing);
     }
     std::vector<int> fds{listener.fd()};
     for (auto& p : pending) fds.push_back(p ? p->fd() : -1);
@@ -55,8 +69,8 @@ std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, De
         });
         throw TimeoutError(
             missing + " did not connect and say hello within " +
-            std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) +
-            " s (pipeline.timeout_s); " +
+            std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) + " s during " +
+            doing + " (pipeline.timeout_s); " +
             (remote ? "start the launcher on that node with the same --config, --nnodes, "
                       "--master-addr and --master-port and its --node-rank"
                     : "see the stage logs in the run folder"));
@@ -69,7 +83,13 @@ std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, De
     }
     const size_t p = static_cast<size_t>(ready - 1);
     if (p >= pending.size() || !pending[p]) continue;  // a pidfd: handled by Poll above
-    ipc::ControlMessage m = pending[p]->Receive(deadline);
+    ipc::ControlMessage m;
+    try {
+      m = pending[p]->Receive(deadline);
+    } catch (const PeerGoneError&) {
+      pending[p].reset();  // its process died: its pidfd reports it above
+      continue;
+    }
     ipc::ExpectType(m, ipc::MsgType::kHello, "a stage");
     ipc::Hello hello = ipc::DecodeHello(m);
     auto it = std::find_if(stages_.begin(), stages_.end(),
@@ -127,6 +147,14 @@ std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<Stag
                          std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) +
                          " s during " + doing + " (pipeline.timeout_s)");
     }
+  }
+}
+
+void StageGroup::Send(StageLink& stage, const ipc::ControlMessage& m, const std::string& doing) {
+  try {
+    stage.control->Send(m);
+  } catch (const PeerGoneError&) {
+    ReportGone(stage, doing);
   }
 }
 

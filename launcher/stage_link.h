@@ -50,8 +50,13 @@ class StageGroup {
   std::vector<StageLink>& all() { return stages_; }
 
   // Accepts one connection per stage on `listener` and reads its Hello.
-  // Returns the Hellos by StageId. A stage that dies first is reported.
-  std::vector<ipc::Hello> AcceptAll(ipc::ControlListener& listener, Deadline deadline);
+  // Returns the Hellos by StageId. A stage that dies first is reported,
+  // naming `doing` ("start-up before step 3").
+  std::vector<ipc::Hello> AcceptAll(ipc::ControlListener& listener, Deadline deadline,
+                                    const std::string& doing = "start-up");
+
+  // Sends `m` to `stage`; a stage that is gone is reported as Await does.
+  void Send(StageLink& stage, const ipc::ControlMessage& m, const std::string& doing);
 
   // Waits for the next message from any stage in `expected`; a message from
   // another stage, a Failed message, a closed socket or a dead process is an
