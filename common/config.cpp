@@ -304,8 +304,70 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// yaml-cpp 0.7 never returns on some text with a ',' outside any [...] or
+// {...} that is not inside a scalar (",a", "{a: 1},", "&x,"), which is not
+// valid YAML anyway (found by fuzz/config_fuzz). Such text is refused here,
+// before yaml-cpp sees it: outside brackets, a ',' must lie inside a quoted or
+// plain scalar ("path: a,b") or a comment.
+void RejectStrayFlowEntry(const std::string& text, const std::string& origin) {
+  auto blank = [&](size_t i) {
+    return i >= text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
+           text[i] == '\n';
+  };
+  const std::string indicators = ",[]{}#&*!|>'\"%@`";
+  int depth = 0, line = 1;
+  size_t line_begin = 0;
+  char quote = 0;
+  bool comment = false, plain = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_begin = i + 1;
+      comment = plain = false;
+      continue;
+    }
+    if (comment) continue;
+    if (quote) {
+      if (escaped) {
+        escaped = false;
+      } else if (quote == '"' && c == '\\') {
+        escaped = true;
+      } else if (c == quote) {
+        quote = 0;
+      }
+      continue;
+    }
+    const bool after_blank = i == 0 || blank(i - 1);
+    if (blank(i)) continue;
+    if (c == '#' && after_blank) {
+      comment = true;
+      continue;
+    }
+    if (plain) {
+      if (c == ':' && blank(i + 1)) plain = false;  // the end of a key
+      continue;                                     // anything else is part of the scalar
+    }
+    if ((c == '"' || c == '\'') &&
+        (after_blank || (i > 0 && std::string("[{,:").find(text[i - 1]) != std::string::npos))) {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    } else if (c == ',' && depth == 0) {
+      Fail(origin + ": not valid YAML: line " + std::to_string(line) + ", column " +
+           std::to_string(i - line_begin + 1) + ": ',' outside [...] or {...}");
+    } else if (depth == 0 && indicators.find(c) == std::string::npos &&
+               !((c == '-' || c == '?' || c == ':') && blank(i + 1))) {
+      plain = true;  // a plain scalar starts: ',' may follow inside it
+    }
+  }
+}
+
 YAML::Node ParseYaml(const std::string& text, const std::string& origin,
                      std::vector<YAML::Node>* docs) {
+  RejectStrayFlowEntry(text, origin);
   try {
     *docs = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {

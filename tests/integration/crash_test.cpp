@@ -292,6 +292,18 @@ TEST(RunResources, OwnerOnlyWithUnguessableNamesAndRemovedAtOnceStop) {
       EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
     }
   }
+  // Both stages up and the decoder stopped at its hook: the launcher now
+  // watches them, so a second Ctrl-C stops the run at once.
+  bool stopped = false;
+  for (int i = 0; i < 1200 && !stopped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int pid : ProcessesMentioning(run + "/config.yaml")) {
+      const std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+      const size_t paren = stat.rfind(')');
+      stopped = stopped || (paren != std::string::npos && stat.substr(paren + 2, 1) == "T");
+    }
+  }
+  ASSERT_TRUE(stopped) << "the decoder never reached its hook";
   kill(launcher_pid, SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // signals do not queue
   kill(launcher_pid, SIGINT);

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Quality gates on the torch-free libraries (up_core, up_ipc) and their tests,
+# built with clang apart from the main build (no LibTorch, a few minutes):
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer: core_test and ipc_test;
+#   2. libFuzzer: wire_fuzz, ring_header_fuzz, config_fuzz, manifest_fuzz,
+#      each for UP_FUZZ_SECONDS (default 20) from the seeds in fuzz/corpus/;
+#   3. ThreadSanitizer: the ring and control-channel tests (ipc_test).
+# A finding fails the script; libFuzzer leaves the crashing input in
+# $UP_QUALITY_DIR/fuzz-artifacts/ (reproduce: <target> <file>).
+# Called by scripts/test.sh after the main suite; runs alone too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${UP_QUALITY_DIR:-build-quality}"
+JOBS="${UP_JOBS:-$(nproc)}"
+FUZZ_SECONDS="${UP_FUZZ_SECONDS:-20}"
+# -O1 -g1: the usual sanitizer trade-off (fast enough, line numbers in reports,
+# quicker to compile than -O2 -g).
+CLANG=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None
+       "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=-O1 -g1" -DUP_TORCHFREE_ONLY=ON)
+start=$SECONDS
+step() { echo "quality: $* ($((SECONDS - start)) s)"; }
+
+step "ASan+UBSan build with the fuzz targets"
+cmake -S . -B "$OUT/asan" "${CLANG[@]}" -DUP_SANITIZE=address,undefined -DUP_FUZZ=ON >/dev/null
+cmake --build "$OUT/asan" -j "$JOBS"
+step "ASan+UBSan tests"
+(cd "$OUT/asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+   ctest --output-on-failure -j "$JOBS")
+
+mkdir -p "$OUT/fuzz-artifacts"
+for target in wire_fuzz ring_header_fuzz config_fuzz manifest_fuzz; do
+  step "fuzzing $target for ${FUZZ_SECONDS} s"
+  work="$OUT/fuzz-corpus/$target"  # new inputs land here; the committed seeds stay as they are
+  mkdir -p "$work"
+  log="$OUT/fuzz-artifacts/$target.log"
+  rc=0
+  "$OUT/asan/bin/$target" "$work" "fuzz/corpus/$target" -max_total_time="$FUZZ_SECONDS" \
+    -max_len=8192 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$OUT/fuzz-artifacts/$target-" >"$log" 2>&1 || rc=$?
+  grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || true
+  if [ "$rc" -ne 0 ]; then
+    tail -n 60 "$log"
+    echo "quality: $target found a problem (exit $rc); the input is in $OUT/fuzz-artifacts/"
+    exit 1
+  fi
+done
+
+step "TSan build"
+cmake -S . -B "$OUT/tsan" "${CLANG[@]}" -DUP_SANITIZE=thread >/dev/null
+cmake --build "$OUT/tsan" -j "$JOBS" --target ipc_test
+step "TSan ring and control-channel tests"
+(cd "$OUT/tsan" && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j "$JOBS" -R '^(ShmRing|ShmSegment|RunId|ControlChannel|Wire)Test')
+step "all quality gates passed"
