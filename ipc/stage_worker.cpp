@@ -90,6 +90,8 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
         if (recorder) recorder->AfterTurn(worker, turn);
         report.rss_bytes = CurrentRssBytes();
         report.device_peak_bytes = PeakDeviceBytes(device);
+        LogDebug(Str("turn of step ", turn.step + 1, ": busy ", report.busy_s, " s, loss ",
+                     report.loss, ", rss ", report.rss_bytes >> 20, " MiB"));
         control.Send(Encode(report));
         break;
       }
@@ -97,10 +99,13 @@ void Serve(StageWorker& worker, ControlChannel& control, double wait_s, StageRec
         const SaveRequest save = DecodeSave(m);
         TraceSpan span(trace_event::kCheckpoint, "io");
         worker.Save(save);
+        LogInfo(Str("saved step ", save.step, " to ", save.path));
         control.Send(EncodeSaved(save.step));
         break;
       }
       case MsgType::kFinish:
+        LogInfo(Str("finished: peak rss ", PeakRssBytes() >> 20, " MiB, device peak ",
+                    PeakDeviceBytes(device) >> 20, " MiB"));
         control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
         return;
       default:
@@ -119,7 +124,10 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   std::optional<ControlChannel> control;
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
-    InitLogging(stage, args.level, args.log);
+    // With a log file, the terminal gets only warnings (-v: everything).
+    InitLogging(
+        stage, args.level, args.log,
+        args.log.empty() || args.level == LogLevel::kDebug ? LogLevel::kDebug : LogLevel::kWarn);
     if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
@@ -165,6 +173,8 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     torch::set_num_threads(ctx.config.train.threads);
 
     std::unique_ptr<StageWorker> worker = factory(ctx);
+    LogInfo(Str(stage, " stage up: pid ", getpid(), ", device ", device.str(), ", transport ",
+                ctx.config.pipeline.transport, ", run id ", args.run_id));
     Hello hello;
     hello.stage = stage;
     hello.pid = getpid();

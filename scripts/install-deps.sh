@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything unet-pipeline needs on Debian 12, idempotently:
 #   - Debian packages (compiler, CMake, Boost, cxxopts, spdlog, yaml-cpp,
-#     GoogleTest, libpng, Gloo headers, ccache), running `apt-get update` only
+#     GoogleTest, libpng, Gloo headers, the NIfTI library, ccache), running `apt-get update` only
 #     when a package is missing;
 #   - the pinned PyPI `torch` wheel (its LibTorch is what we build against)
 #     into the project's .venv/.
@@ -14,7 +14,7 @@ APT_PACKAGES=(
   build-essential cmake ccache pkg-config git
   python3 python3-venv python3-pip
   libboost-dev libcxxopts-dev libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev
-  libpng-dev zlib1g-dev libgloo-dev
+  libpng-dev zlib1g-dev libgloo-dev libnifti2-dev
 )
 
 missing=()
