@@ -654,7 +654,7 @@ void ReadModel(const Reader& r, ModelConfig* m) {
 }
 
 void ReadData(const Reader& r, int dims, DataConfig* d) {
-  r.Enum("data.kind", &d->kind, {"synthetic", "folder"});
+  r.Enum("data.kind", &d->kind, {"synthetic", "folder", "nifti"});
   r.String("data.path", &d->path);
   r.SpatialSize("data.size", &d->size, dims);
   r.Int("data.samples", &d->samples, kAtLeast1);
@@ -711,8 +711,29 @@ void CheckConsistency(const Reader& r, const Config& c) {
     }
   }
 
-  if (c.data.kind == "folder" && c.data.path.empty()) {
-    r.FailAt("data.path", Quote(c.data.path), "must name the dataset root when data.kind = folder");
+  if (c.data.kind != "synthetic" && c.data.path.empty()) {
+    r.FailAt("data.path", Quote(c.data.path),
+             "must name the dataset root when data.kind = " + c.data.kind);
+  }
+  if (c.data.kind == "folder" && m.dims != 2) {
+    r.FailAt("model.dims", std::to_string(m.dims),
+             "must be 2 when data.kind = folder (PNG images are 2-D); use data.kind = nifti for "
+             "3-D volumes");
+  }
+  if (c.data.kind == "nifti") {
+    // BraTS: four modalities in, labels 0, 1, 2, 4 out (classes 0..3).
+    if (m.dims != 3) {
+      r.FailAt("model.dims", std::to_string(m.dims),
+               "must be 3 when data.kind = nifti (3-D volumes); set --set model.dims=3");
+    }
+    if (m.in_channels != 4) {
+      r.FailAt("model.in_channels", std::to_string(m.in_channels),
+               "must be 4 when data.kind = nifti (flair, t1, t1ce, t2)");
+    }
+    if (m.num_classes != 4) {
+      r.FailAt("model.num_classes", std::to_string(m.num_classes),
+               "must be 4 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become classes 0..3)");
+    }
   }
   const int levels = static_cast<int>(m.features.size());
   const int factor = 1 << levels;
@@ -802,6 +823,21 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
   std::fclose(file);
   if (read_errno != 0) Fail("cannot read '" + path + "': " + std::strerror(read_errno));
   return LoadConfigFromString(text, path, overrides);
+}
+
+std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces) {
+  std::vector<std::string> out;
+  int open = 0;  // unclosed [ and { in out.back()
+  for (const std::string& piece : pieces) {
+    if (!out.empty() && (open > 0 || piece.find('=') == std::string::npos)) {
+      out.back() += "," + piece;
+    } else {
+      out.push_back(piece);
+    }
+    open = 0;
+    for (char c : out.back()) open += (c == '[' || c == '{') - (c == ']' || c == '}');
+  }
+  return out;
 }
 
 std::string DumpConfig(const Config& c) {

@@ -26,8 +26,8 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "synthetic";  // synthetic | folder
-  std::string path;                // folder: the dataset root (required when kind=folder)
+  std::string kind = "synthetic";  // synthetic | folder | nifti
+  std::string path;                // folder, nifti: the dataset root (required for them)
   std::vector<int> size{64, 64};   // spatial size, `dims` entries (a scalar in YAML means all axes)
   int samples = 256;               // synthetic: number of distinct samples (>= 1)
 };
@@ -87,6 +87,12 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
 // checkpoint). `origin` names the source in error messages.
 Config LoadConfigFromString(const std::string& yaml_text, const std::string& origin,
                             const std::vector<std::string>& overrides);
+
+// `--set` values as the user typed them. cxxopts splits a repeated option's
+// values at commas, so `--set model.features=[8,16]` arrives as
+// "model.features=[8" and "16]": a piece is joined back onto the previous one
+// while that has an open [ or {, or when the piece has no '=' of its own.
+std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces);
 
 // The resolved config as YAML, every key present, in a fixed order: written to
 // the run folder, hashed for the stage handshake, loadable by LoadConfig.

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common/errors.h"
+#include "common/nifti_dataset.h"
 #include "common/png_io.h"
 
 namespace up {
@@ -118,40 +119,63 @@ FolderDataset::FolderDataset(const ModelConfig& model, const DataConfig& data)
   std::sort(names_.begin(), names_.end());
   if (names_.empty())
     throw UsageError("data.path = " + root_ + ": no .png images in '" + images.string() + "'");
+  // Every header up front (cheap): a bad file fails before training starts.
+  for (const std::string& name : names_) {
+    CheckImage(ReadPngHeader((images / name).string()), (images / name).string());
+    CheckMask(ReadPngHeader((masks / name).string(), PngPalette::kIndices),
+              (masks / name).string());
+  }
+}
+
+void FolderDataset::CheckImage(const PngImage& img, const std::string& path) const {
+  if (img.height != size_[0] || img.width != size_[1]) {
+    throw UsageError("data: '" + path + "' is " + std::to_string(img.height) + "x" +
+                     std::to_string(img.width) + " (HxW) but data.size is [" +
+                     std::to_string(size_[0]) + ", " + std::to_string(size_[1]) +
+                     "]; resize the images or set data.size");
+  }
+  if (img.channels != model_.in_channels) {
+    throw UsageError("data: '" + path + "' has " + std::to_string(img.channels) +
+                     " channels but model.in_channels = " + std::to_string(model_.in_channels) +
+                     "; set model.in_channels or convert the image");
+  }
+}
+
+void FolderDataset::CheckMask(const PngImage& msk, const std::string& path) const {
+  if (msk.height != size_[0] || msk.width != size_[1] || msk.channels != 1) {
+    throw UsageError("data: mask '" + path + "' is " + std::to_string(msk.height) + "x" +
+                     std::to_string(msk.width) + " with " + std::to_string(msk.channels) +
+                     " channels; a mask must be a 1-channel (grey or palette) PNG of the image's "
+                     "size " +
+                     std::to_string(size_[0]) + "x" + std::to_string(size_[1]));
+  }
+}
+
+torch::Tensor ImageTensor(const PngImage& img) {
+  return torch::from_blob(const_cast<uint8_t*>(img.pixels.data()),
+                          {img.height, img.width, img.channels}, torch::kUInt8)
+      .permute({2, 0, 1})
+      .to(torch::kFloat32)
+      .div_(255.0)
+      .contiguous();  // (C, H, W) in [0, 1]
 }
 
 Sample FolderDataset::Get(int64_t index) const {
   const std::string image_path = (fs::path(root_) / "images" / names_.at(index)).string();
   const std::string mask_path = (fs::path(root_) / "masks" / names_.at(index)).string();
   const PngImage img = ReadPng(image_path);
-  const PngImage msk = ReadPng(mask_path);
-  if (img.height != size_[0] || img.width != size_[1]) {
-    throw UsageError("data: '" + image_path + "' is " + std::to_string(img.height) + "x" +
-                     std::to_string(img.width) + " (HxW) but data.size is [" +
-                     std::to_string(size_[0]) + ", " + std::to_string(size_[1]) +
-                     "]; resize the images or set data.size");
-  }
-  if (img.channels != model_.in_channels) {
-    throw UsageError("data: '" + image_path + "' has " + std::to_string(img.channels) +
-                     " channels but model.in_channels = " + std::to_string(model_.in_channels));
-  }
-  if (msk.height != img.height || msk.width != img.width || msk.channels != 1) {
-    throw UsageError("data: mask '" + mask_path + "' must be a 1-channel PNG of the image's size " +
-                     std::to_string(img.height) + "x" + std::to_string(img.width));
-  }
-  torch::Tensor image = torch::from_blob(const_cast<uint8_t*>(img.pixels.data()),
-                                         {img.height, img.width, img.channels}, torch::kUInt8)
-                            .permute({2, 0, 1})
-                            .to(torch::kFloat32)
-                            .div_(255.0)
-                            .contiguous();  // (C, H, W)
+  const PngImage msk = ReadPng(mask_path, PngPalette::kIndices);
+  CheckImage(img, image_path);  // the file may have changed since the constructor
+  CheckMask(msk, mask_path);
+  torch::Tensor image = ImageTensor(img);  // (C, H, W)
   torch::Tensor mask = torch::from_blob(const_cast<uint8_t*>(msk.pixels.data()),
                                         {msk.height, msk.width}, torch::kUInt8)
-                           .to(torch::kInt64);
+                           .to(torch::kInt64);  // (H, W)
   const int64_t max_class = mask.max().item<int64_t>();
   if (max_class >= model_.num_classes) {
     throw UsageError("data: mask '" + mask_path + "' holds class " + std::to_string(max_class) +
-                     " but model.num_classes = " + std::to_string(model_.num_classes));
+                     " but model.num_classes = " + std::to_string(model_.num_classes) +
+                     "; masks hold class indices 0..num_classes-1");
   }
   return {image, mask};
 }
@@ -159,6 +183,7 @@ Sample FolderDataset::Get(int64_t index) const {
 std::unique_ptr<Dataset> MakeDataset(const Config& config) {
   if (config.data.kind == "folder")
     return std::make_unique<FolderDataset>(config.model, config.data);
+  if (config.data.kind == "nifti") return std::make_unique<NiftiDataset>(config.model, config.data);
   return std::make_unique<SyntheticDataset>(config.model, config.data, config.train.seed);
 }
 

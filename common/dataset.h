@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/png_io.h"
 
 namespace up {
 
@@ -46,9 +47,11 @@ class SyntheticDataset : public Dataset {
   uint64_t seed_;
 };
 
-// DIR/images/NAME.png with DIR/masks/NAME.png (8-bit class indices). Images
-// have 1-4 channels, must match model.in_channels and data.size. Files are
-// listed and checked (existence, pairing) up front; pixels are read on Get.
+// DIR/images/NAME.png with DIR/masks/NAME.png (8-bit class indices, grey or
+// palette). Images have 1-4 channels, must match model.in_channels and
+// data.size. Files are listed and checked up front (pairing, and every
+// header: size, channels), so a bad file fails before training; pixels (and
+// the classes in each mask) are read on Get.
 class FolderDataset : public Dataset {
  public:
   FolderDataset(const ModelConfig& model, const DataConfig& data);
@@ -56,13 +59,20 @@ class FolderDataset : public Dataset {
   Sample Get(int64_t index) const override;
 
  private:
+  void CheckImage(const PngImage& img, const std::string& path) const;
+  void CheckMask(const PngImage& mask, const std::string& path) const;
+
   ModelConfig model_;
   std::string root_;
   std::vector<int> size_;
   std::vector<std::string> names_;
 };
 
+// synthetic, folder or nifti (nifti_dataset.h), by data.kind.
 std::unique_ptr<Dataset> MakeDataset(const Config& config);
+
+// An 8-bit PNG as the network sees it: (C, H, W) float32 in [0, 1].
+torch::Tensor ImageTensor(const PngImage& img);
 
 // The micro-batch `micro_batch` of optimizer step `step`: samples
 // step*B + micro_batch*n + j (j < n = B / micro_batches) of an endless stream

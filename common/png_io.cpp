@@ -23,9 +23,7 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<FILE, FileCloser>;
 
-}  // namespace
-
-PngImage ReadPng(const std::string& path) {
+PngImage ReadPngImpl(const std::string& path, PngPalette palette, bool pixels) {
   FilePtr file(std::fopen(path.c_str(), "rb"));
   if (!file) throw UsageError("cannot open image '" + path + "': " + std::strerror(errno));
   unsigned char sig[8];
@@ -60,13 +58,19 @@ PngImage ReadPng(const std::string& path) {
   }
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
-  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_PALETTE && palette == PngPalette::kExpand)
+    png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_PALETTE && depth < 8) png_set_packing(png);  // one index per byte
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (depth == 16) png_set_strip_16(png);
   png_read_update_info(png, info);
   img.width = static_cast<int>(png_get_image_width(png, info));
   img.height = static_cast<int>(png_get_image_height(png, info));
   img.channels = png_get_channels(png, info);
+  if (!pixels) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return img;
+  }
   const size_t stride = png_get_rowbytes(png, info);
   img.pixels.resize(stride * img.height);
   rows.resize(img.height);
@@ -75,6 +79,16 @@ PngImage ReadPng(const std::string& path) {
   png_read_end(png, nullptr);
   png_destroy_read_struct(&png, &info, nullptr);
   return img;
+}
+
+}  // namespace
+
+PngImage ReadPng(const std::string& path, PngPalette palette) {
+  return ReadPngImpl(path, palette, /*pixels=*/true);
+}
+
+PngImage ReadPngHeader(const std::string& path, PngPalette palette) {
+  return ReadPngImpl(path, palette, /*pixels=*/false);
 }
 
 void WritePng(const std::string& path, const PngImage& img) {

@@ -17,11 +17,19 @@ struct PngImage {
   std::vector<uint8_t> pixels;  // (height, width, channels), row-major
 };
 
-// Reads any PNG, converting palette and sub-byte greys to 8 bits and 16-bit
-// samples down to 8; keeps the file's channel count.
+// What a palette PNG gives: RGB(A) colours, or its indices as one 8-bit
+// channel (masks saved with a palette hold class indices).
+enum class PngPalette { kExpand, kIndices };
+
+// Reads any PNG, converting sub-byte greys to 8 bits and 16-bit samples down
+// to 8; keeps the file's channel count (palette: see PngPalette).
 // UsageError for a missing, corrupt or truncated file, and for one whose
 // header claims more than 16384 pixels a side (checked before allocating).
-PngImage ReadPng(const std::string& path);
+PngImage ReadPng(const std::string& path, PngPalette palette = PngPalette::kExpand);
+
+// Only the header: width, height and channels as ReadPng would give them,
+// `pixels` empty. Cheap enough to check a whole dataset up front.
+PngImage ReadPngHeader(const std::string& path, PngPalette palette = PngPalette::kExpand);
 
 // Writes 8-bit grey/GA/RGB/RGBA atomically enough for outputs (temp + rename).
 void WritePng(const std::string& path, const PngImage& image);

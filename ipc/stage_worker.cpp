@@ -122,6 +122,8 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
         if (recorder) recorder->AfterTurn(worker, turn);
         report.rss_bytes = CurrentRssBytes();
         report.device_peak_bytes = PeakDeviceBytes(device);
+        LogDebug(Str("turn of step ", turn.step + 1, ": busy ", report.busy_s, " s, loss ",
+                     report.loss, ", rss ", report.rss_bytes >> 20, " MiB"));
         control.Send(Encode(report));
         break;
       }
@@ -136,6 +138,7 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
           SendFile(control, save.path);
           std::remove(save.path.c_str());
         }
+        LogInfo(Str("saved step ", save.step, scratch.empty() ? " to " + save.path : " (sent to node 0)"));
         TestHookPoint(stage, "save", save.step);
         control.Send(EncodeSaved(save.step));
         break;
@@ -144,6 +147,8 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
         worker.Prefetch();
         break;
       case MsgType::kFinish:
+        LogInfo(Str("finished: peak rss ", PeakRssBytes() >> 20, " MiB, device peak ",
+                    PeakDeviceBytes(device) >> 20, " MiB"));
         TestHookPoint(stage, "finish");
         control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
         return;
@@ -221,7 +226,10 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   std::optional<ControlChannel> control;
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
-    InitLogging(stage, args.level, args.log);
+    // With a log file, the terminal gets only warnings (-v: everything).
+    InitLogging(
+        stage, args.level, args.log,
+        args.log.empty() || args.level == LogLevel::kDebug ? LogLevel::kDebug : LogLevel::kWarn);
     TestHookPoint(stage, "start");
     if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
     StageContext ctx;
@@ -279,6 +287,8 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     torch::set_num_threads(ctx.config.train.threads);
 
     std::unique_ptr<StageWorker> worker = factory(ctx);
+    LogInfo(Str(stage, " stage up: pid ", getpid(), ", device ", device.str(), ", transport ",
+                ctx.config.pipeline.transport, ", run id ", args.run_id));
     Hello hello;
     hello.stage = stage;
     hello.pid = getpid();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/errors.h"
 #include "launcher/bench_memory.h"
 #include "launcher/bench_step.h"
@@ -93,7 +94,7 @@ int Step(int argc, char** argv) {
   o.steps = Get<int64_t>(*args, "steps", o.steps);
   o.rounds = Get<int>(*args, "rounds", o.rounds);
   o.warmup = Get<int64_t>(*args, "warmup", o.warmup);
-  o.sets = Get<std::vector<std::string>>(*args, "set", {});
+  o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
   const bench::StepReport report = bench::RunStepBench(o);
   std::cout << (args->count("json") ? bench::StepJson(report) + "\n" : bench::StepTable(report))
             << std::flush;
@@ -111,7 +112,7 @@ int Memory(int argc, char** argv) {
   bench::MemoryOptions o;
   o.config = Get<std::string>(*args, "config", "");
   o.steps = Get<int64_t>(*args, "steps", o.steps);
-  o.sets = Get<std::vector<std::string>>(*args, "set", {});
+  o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
   const bench::MemoryReport report = bench::RunMemoryBench(o);
   std::cout << (args->count("json") ? bench::MemoryJson(report) + "\n" : bench::MemoryTable(report))
             << std::flush;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/config.h"
 #include "common/dataset.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -165,7 +166,8 @@ int CheckMain(int argc, char** argv) {
   const int64_t steps = args["steps"].as<int64_t>();
   if (steps < 1) throw UsageError("--steps " + std::to_string(steps) + ": must be >= 1");
   std::vector<std::string> overrides =
-      args.count("set") ? args["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                        : std::vector<std::string>{};
   overrides.push_back("train.steps=" + std::to_string(steps));
   const Config config = LoadConfig(config_path, overrides);
   const Tolerance tol{args["atol"].as<double>(), args["rtol"].as<double>()};

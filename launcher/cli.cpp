@@ -17,13 +17,17 @@
 #include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/plot_svg.h"
 #include "common/run_dir.h"
 #include "launcher/bench_cli.h"
 #include "launcher/check.h"
 #include "launcher/commands.h"
+#include "launcher/export_command.h"
 #include "launcher/inspect.h"
 #include "launcher/node_agent.h"
 #include "launcher/pipeline.h"
+#include "launcher/predict.h"
+#include "launcher/sample_data.h"
 #include "launcher/single_process.h"
 #include "launcher/stop_signal.h"
 
@@ -40,6 +44,8 @@ constexpr const char* kUsage =
     "  check     train the pipeline and single-process side by side, compare every tensor\n"
     "  inspect   show what a recording, checkpoint or stage file holds\n"
     "  bench     measure transports, step time and memory against their peers\n"
+    "  predict   predict masks with a trained model: mask PNGs and colour overlays\n"
+    "  export    write a trained model's weights as one PyTorch state dict (.pt)\n"
     "  --version versions and what this build supports\n"
     "run `unet-pipeline <command> --help` for a command's options";
 
@@ -61,11 +67,17 @@ std::string DefaultOut(const std::string& config_path) {
   return (fs::path("runs") / (stem + "-" + stamp)).string();
 }
 
-// Folder data is read lazily by every process: reading each pair once here
-// turns a bad file into one error before anything starts, not a failure later.
-void CheckFolderData(const Config& config) {
+// Every file of a folder or NIfTI dataset is checked here, before the run
+// folder is made or any process starts: a bad file is one line and exit 2.
+// 2-D folder images are small, so each pair is read whole (a file truncated
+// after its header is caught too); NIfTI volumes are checked by their headers.
+void CheckData(const Config& config) {
+  if (config.data.kind == "synthetic") return;
   const std::unique_ptr<Dataset> data = MakeDataset(config);
-  for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
+  if (config.data.kind == "folder") {
+    for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
+  }
+  LogInfo(Str("data: ", data->size(), " samples in ", config.data.path));
 }
 
 int Train(int argc, char** argv) {
@@ -107,7 +119,8 @@ int Train(int argc, char** argv) {
                           : args.count("verbose") ? LogLevel::kDebug
                                                   : LogLevel::kInfo);
   const std::vector<std::string> overrides =
-      args.count("set") ? args["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                        : std::vector<std::string>{};
   if (!args.unmatched().empty())
     throw UsageError("unexpected argument '" + args.unmatched()[0] + "'");
 
@@ -133,6 +146,7 @@ int Train(int argc, char** argv) {
     if (!args.count("config")) throw UsageError("train needs --config FILE");
     const std::string path = args["config"].as<std::string>();
     const Config config = LoadConfig(path, overrides);
+    CheckData(config);  // this node's copy of the data
     StopSignals stop;
     return RunNodeAgent(config, nodes,
                         args.count("out")
@@ -159,22 +173,25 @@ int Train(int argc, char** argv) {
                        std::to_string(resume->step) + " but train.steps = " +
                        std::to_string(config.train.steps) + "; raise it with --set train.steps=N");
     }
+    CheckData(config);
     run.emplace(RunDir::Reopen(dir, config, resume->step));
   } else {
     if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
-    if (config.data.kind == "folder") CheckFolderData(config);  // before the run folder exists
+    CheckData(config);
     run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
                                config));
   }
   torch::set_num_threads(config.train.threads);
+  AddLogFile((fs::path(run->path()) / "launcher.log").string());
   LogInfo(Str("run folder ", run->path()));
 
   DebugOutputs debug;
   if (args.count("record")) debug.record_dir = args["record"].as<std::string>();
   debug.record_steps = args["record-steps"].as<int>();
   if (args.count("trace")) debug.trace_file = args["trace"].as<std::string>();
+  debug.verbosity = args.count("quiet") ? "-q" : args.count("verbose") ? "-v" : "";
   if (args.count("single-process") && (args.count("record") || args.count("trace")))
     throw UsageError("--record and --trace are for the pipeline; drop --single-process");
   StopSignals stop;
@@ -201,6 +218,11 @@ int Train(int argc, char** argv) {
                              " is intact: continue with --resume ", run->path()));
     }
     throw;
+  }
+  try {
+    LogInfo("curves: " + WriteTrainingCurves(run->path()));
+  } catch (const Error& e) {  // the run itself succeeded: say so, keep its exit code
+    LogWarn(Str("no curves written: ", e.what()));
   }
   if (const int sig = StopSignals::requested(); sig && s.steps < config.train.steps) {
     std::cerr << "unet-pipeline: stopped by " << strsignal(sig) << " after step " << s.steps
@@ -231,8 +253,11 @@ int LauncherMain(int argc, char** argv) {
     if (command == "check") return CheckMain(argc - 1, argv + 1);
     if (command == "inspect") return InspectMain(argc - 1, argv + 1);
     if (command == "bench") return BenchMain(argc - 1, argv + 1);
+    if (command == "predict") return PredictCommand(argc - 1, argv + 1);
+    if (command == "export") return ExportCommand(argc - 1, argv + 1);
+    if (command == "make-sample-data") return MakeSampleDataCommand(argc - 1, argv + 1);
     throw UsageError("unknown command '" + command +
-                     "'; commands: train, plan, check, inspect, bench, --version");
+                     "'; commands: train, plan, check, inspect, bench, predict, export, --version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();

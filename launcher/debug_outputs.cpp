@@ -28,6 +28,7 @@ std::vector<std::string> StageDebugArgs(const DebugOutputs& debug, const std::st
   }
   if (!debug.trace_file.empty())
     args.insert(args.end(), {"--trace", TracePart(debug.trace_file, stage)});
+  if (!debug.verbosity.empty()) args.push_back(debug.verbosity);
   return args;
 }
 

@@ -19,9 +19,11 @@ struct DebugOutputs {
   std::string record_dir;  // empty: no recording
   int record_steps = 1;    // the first N steps of the run
   std::string trace_file;  // empty: no trace
+  std::string verbosity;   // "-v", "-q" or "": the launcher's own, passed on to the stages
 };
 
-// The flags for a stage process (`stage`: "encoder" or "decoder").
+// The flags for a stage process (`stage`: "encoder" or "decoder"), with the
+// launcher's -v/-q.
 std::vector<std::string> StageDebugArgs(const DebugOutputs& debug, const std::string& stage);
 
 // Creates the recording folder and writes its config.yaml (no-op when off).

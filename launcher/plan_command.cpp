@@ -34,9 +34,10 @@ int PlanCommand(int argc, char** argv) {
     return 0;
   }
   if (!args.count("config")) throw UsageError("plan needs --config FILE");
-  const Config config = LoadConfig(
-      args["config"].as<std::string>(),
-      args.count("set") ? args["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
+  const Config config =
+      LoadConfig(args["config"].as<std::string>(),
+                 args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                                   : std::vector<std::string>{});
   const int64_t budget = ParseBytes(args["gpu-mem"].as<std::string>());
   const std::vector<PlanRow> rows = PlanMemory(config, budget);
   const StageCounts enc = EncoderCounts(config), dec = DecoderCounts(config);

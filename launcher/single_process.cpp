@@ -90,7 +90,11 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
         .Field("step_s", step_s)
         .Field("samples_per_s", t.batch_size / step_s);
     run.AppendMetrics(line.str());
-    progress.Step(step + 1, loss_sum, dice.Mean(), t.batch_size / step_s);
+    progress.Step(
+        step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
+        Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB",
+            device.is_cuda() ? Str("  device peak: ", PeakDeviceBytes(device) >> 20, " MiB")
+                             : std::string()));
     summary.final_loss = loss_sum;
 
     // A stop signal: finish this step, checkpoint it, leave the loop.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything unet-pipeline needs on Debian 12, idempotently:
 #   - Debian packages (compiler, CMake, Boost, cxxopts, spdlog, yaml-cpp,
-#     GoogleTest, libpng, Gloo headers, ccache, clang with its sanitizer and
+#     GoogleTest, libpng, Gloo headers, the NIfTI library, ccache, clang with its sanitizer and
 #     libFuzzer runtimes for scripts/quality.sh), running `apt-get update` only
 #     when a package is missing;
 #   - the pinned PyPI `torch` wheel (its LibTorch is what we build against)
@@ -15,7 +15,7 @@ APT_PACKAGES=(
   build-essential cmake ccache pkg-config git
   python3 python3-venv python3-pip
   libboost-dev libcxxopts-dev libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev
-  libpng-dev zlib1g-dev libgloo-dev
+  libpng-dev zlib1g-dev libgloo-dev libnifti2-dev
   clang libclang-rt-14-dev  # scripts/quality.sh: sanitizers and libFuzzer
 )
 

@@ -340,6 +340,42 @@ TEST(ConfigValidationTest, FolderNeedsPath) {
   EXPECT_EQ(LoadConfig("", {"data.kind=folder", "data.path=/data/x"}).data.path, "/data/x");
 }
 
+TEST(ConfigOverrideTest, CommaSplitValuesAreJoinedBack) {
+  // What cxxopts hands over for --set model.features=[8,16,32] --set data.path=/a,b --set x=1.
+  EXPECT_EQ(RejoinOverrides({"model.features=[8", "16", "32]", "data.path=/a", "b", "x=1"}),
+            (std::vector<std::string>{"model.features=[8,16,32]", "data.path=/a,b", "x=1"}));
+  EXPECT_EQ(RejoinOverrides({"a={b: [1", "2]", "c: 3}", "d=4"}),
+            (std::vector<std::string>{"a={b: [1,2],c: 3}", "d=4"}));
+  EXPECT_TRUE(RejoinOverrides({}).empty());
+  const Config c = LoadConfig("", RejoinOverrides({"model.features=[8", "16]", "data.size=32"}));
+  EXPECT_EQ(c.model.features, (std::vector<int>{8, 16}));
+}
+
+TEST(ConfigValidationTest, FolderNeeds2d) {
+  EXPECT_HAS(SetError({"data.kind=folder", "data.path=/d", "model.dims=3", "data.size=32"}),
+             "model.dims = 3: must be 2 when data.kind = folder");
+}
+
+TEST(ConfigValidationTest, NiftiNeedsPathAndTheBratsModel) {
+  const std::vector<std::string> brats{"data.kind=nifti", "model.dims=3", "model.in_channels=4",
+                                       "model.num_classes=4", "data.size=32"};
+  EXPECT_HAS(SetError(brats),
+             "data.path = \"\": must name the dataset root when data.kind = nifti");
+  std::vector<std::string> ok = brats;
+  ok.push_back("data.path=/data/brats");
+  EXPECT_EQ(LoadConfig("", ok).data.kind, "nifti");
+  auto with = [&](const std::string& extra) {
+    std::vector<std::string> v = ok;
+    v.push_back(extra);
+    return SetError(v);
+  };
+  EXPECT_HAS(with("model.dims=2"), "model.dims = 2: must be 3 when data.kind = nifti");
+  EXPECT_HAS(with("model.in_channels=3"),
+             "model.in_channels = 3: must be 4 when data.kind = nifti");
+  EXPECT_HAS(with("model.num_classes=3"),
+             "model.num_classes = 3: must be 4 when data.kind = nifti");
+}
+
 TEST(ConfigValidationTest, DataSizeWrongLength) {
   EXPECT_HAS(SetError({"data.size=[64,64,64]"}),
              "data.size = [64, 64, 64]: must have model.dims = 2 entries");
@@ -555,7 +591,7 @@ Config UnusualConfig() {
   c.model.features = {6, 12, 24};
   c.model.norm = "group";
   c.model.groups = 3;
-  c.data.kind = "folder";
+  c.data.kind = "synthetic";  // a path is kept even when the kind ignores it
   c.data.path = "/data/we\"ird: \\path #1\t\xc3\xa9";
   c.data.size = {16, 24, 32};
   c.data.samples = 7;

@@ -1,0 +1,36 @@
+// 3-D NIfTI volumes (.nii, .nii.gz; NIfTI-1 or -2) in and out, through
+// Debian's NIfTI library (libnifti2-dev).
+//
+// Torch-free: a volume is a plain float buffer with x varying fastest, the
+// order of the file, so viewed as a (z, y, x) = (D, H, W) tensor it needs no
+// copy. Reading applies the file's scaling (scl_slope, scl_inter). Errors are
+// up::UsageError naming the file (a bad input file is something the user
+// fixes); a failed write is an up::RuntimeError. Thread-safe as far as the
+// library is (it keeps no state between calls here).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace up {
+
+struct Volume {
+  std::array<int64_t, 3> dims{0, 0, 0};    // nx, ny, nz (voxels)
+  std::array<double, 3> spacing{1, 1, 1};  // dx, dy, dz (mm)
+  std::vector<float> voxels;               // (nz, ny, nx) row-major: x fastest
+};
+
+// Reads a 3-D scalar volume (a 4-D file is accepted when its 4th axis is 1).
+Volume ReadNifti(const std::string& path);
+
+// How voxels are stored when writing.
+enum class NiftiStorage { kUInt8, kInt16, kFloat32 };
+
+// Writes a NIfTI-1 file (gzip-compressed when `path` ends in .gz), converting
+// voxels to `storage` with rounding; written under a temporary name and
+// renamed, so a reader never sees half a file.
+void WriteNifti(const std::string& path, const Volume& volume, NiftiStorage storage);
+
+}  // namespace up

@@ -1,0 +1,288 @@
+// What a newcomer does after the quick start, with the real binaries: write
+// the sample data, train on its folder (pipeline) and its NIfTI cases, find
+// the curves and the logs in the run folder, predict masks, export the
+// weights and load them into a plain PyTorch U-Net in Python. Bad data and
+// bad arguments fail with exit 2 and one clear line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/checkpoint.h"
+#include "common/config.h"
+#include "common/nifti_io.h"
+#include "common/png_io.h"
+#include "common/stage_optimizer.h"
+#include "common/tensor_file.h"
+#include "common/unet.h"
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+CommandResult Up(std::vector<std::string> args, double timeout_s = 300) {
+  args.insert(args.begin(), BinPath("unet-pipeline"));
+  return RunCommand(args, timeout_s);
+}
+
+size_t CountFiles(const std::string& dir, const std::string& suffix) {
+  size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      ++n;
+  }
+  return n;
+}
+
+// Lines of `output` that say "error".
+std::vector<std::string> ErrorLines(const std::string& output) {
+  std::vector<std::string> out;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("error") != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// One sample dataset and one trained pipeline run on its PNG folder, shared
+// by the tests below (training is the slow part).
+class SampleData : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const CommandResult make = RunCommand(
+        {"/usr/bin/env", "UP_BUILD_DIR=" + BinPath(".."), SourcePath("scripts/make-sample-data.sh"),
+         *dir_ / "data", "--images", "12", "--cases", "2"},
+        120);
+    ASSERT_EQ(make.exit_code, 0) << make.output;
+    const CommandResult train = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
+                                    "data.kind=folder", "--set", "data.path=" + *dir_ / "data",
+                                    "--set", "train.steps=6", "--out", *dir_ / "run"});
+    train_output_ = new std::string(train.output);
+    ASSERT_EQ(train.exit_code, 0) << train.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete train_output_;
+  }
+  static std::string Data() { return *dir_ / "data"; }
+  static std::string Run() { return *dir_ / "run"; }
+
+  static TempDir* dir_;
+  static std::string* train_output_;
+};
+TempDir* SampleData::dir_ = nullptr;
+std::string* SampleData::train_output_ = nullptr;
+
+TEST_F(SampleData, WritesImagesMasksAndCases) {
+  EXPECT_EQ(CountFiles(Data() + "/images", ".png"), 12u);
+  EXPECT_EQ(CountFiles(Data() + "/masks", ".png"), 12u);
+  const PngImage image = ReadPng(Data() + "/images/sample-000.png");
+  EXPECT_EQ(image.channels, 4);
+  EXPECT_EQ(image.width, 64);
+  const PngImage mask = ReadPng(Data() + "/masks/sample-000.png");
+  EXPECT_EQ(mask.channels, 1);
+  const std::set<uint8_t> classes(mask.pixels.begin(), mask.pixels.end());
+  EXPECT_EQ(classes, (std::set<uint8_t>{0, 1, 2}));
+  for (const char* s : {"flair", "t1", "t1ce", "t2", "seg"})
+    EXPECT_TRUE(fs::exists(Data() + "/brats/case01/case01_" + s + ".nii.gz")) << s;
+  const Volume seg = ReadNifti(Data() + "/brats/case00/case00_seg.nii.gz");
+  const std::set<float> labels(seg.voxels.begin(), seg.voxels.end());
+  EXPECT_EQ(labels, (std::set<float>{0, 1, 2, 4}));
+}
+
+TEST_F(SampleData, RunFolderHoldsCurvesAndPerProcessLogs) {
+  const std::string svg = Slurp(Run() + "/curves.svg");
+  ASSERT_FALSE(svg.empty()) << *train_output_;
+  EXPECT_NE(svg.find("<polyline class=\"loss\""), std::string::npos);
+  EXPECT_NE(svg.find("<polyline class=\"dice\""), std::string::npos);
+  EXPECT_NE(train_output_->find("data: 12 samples"), std::string::npos) << *train_output_;
+  // Not a terminal: plain progress lines, the first and the last step at least.
+  EXPECT_NE(train_output_->find("step 1/6  loss"), std::string::npos) << *train_output_;
+  EXPECT_NE(train_output_->find("step 6/6  loss"), std::string::npos) << *train_output_;
+  EXPECT_NE(train_output_->find("eta "), std::string::npos) << *train_output_;
+  for (const char* process : {"launcher", "encoder", "decoder"}) {
+    const std::string log = Slurp(Run() + "/" + process + ".log");
+    EXPECT_NE(log.find(std::string("[") + process + "]"), std::string::npos) << process << log;
+  }
+  EXPECT_NE(Slurp(Run() + "/launcher.log").find("step 6/6"), std::string::npos);
+}
+
+TEST_F(SampleData, PredictWritesMasksAndOverlays) {
+  TempDir out;
+  const CommandResult r =
+      Up({"predict", "--checkpoint", Run(), "--input", Data() + "/images", "--out", out.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(CountFiles(out.path(), "_mask.png"), 12u) << r.output;
+  EXPECT_EQ(CountFiles(out.path(), "_overlay.png"), 12u) << r.output;
+  const PngImage mask = ReadPng(out / "sample-003_mask.png");
+  EXPECT_EQ(mask.channels, 1);
+  EXPECT_EQ(mask.width, 64);
+  EXPECT_EQ(mask.height, 64);
+  for (uint8_t v : mask.pixels) ASSERT_LT(v, 3);
+  const PngImage overlay = ReadPng(out / "sample-003_overlay.png");
+  EXPECT_EQ(overlay.channels, 3);
+
+  // One file, from an explicit checkpoint folder, and the dataset root.
+  TempDir one;
+  const CommandResult single =
+      Up({"predict", "--checkpoint", Run() + "/checkpoints/step-6", "--input",
+          Data() + "/images/sample-005.png", "--out", one.path()});
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(CountFiles(one.path(), "_mask.png"), 1u);
+  // Predicting from the same weights gives the same mask.
+  EXPECT_EQ(ReadPng(one / "sample-005_mask.png").pixels,
+            ReadPng(out / "sample-005_mask.png").pixels);
+}
+
+TEST_F(SampleData, PredictRefusesBadInputClearly) {
+  TempDir out;
+  const CommandResult none =
+      Up({"predict", "--checkpoint", out / "nothing", "--input", Data(), "--out", out.path()});
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  ASSERT_EQ(ErrorLines(none.output).size(), 1u) << none.output;
+  EXPECT_NE(none.output.find("neither a run folder"), std::string::npos) << none.output;
+
+  PngImage rgb{64, 64, 3, std::vector<uint8_t>(64 * 64 * 3, 100)};
+  WritePng(out / "rgb.png", rgb);
+  const CommandResult channels =
+      Up({"predict", "--checkpoint", Run(), "--input", out / "rgb.png", "--out", out / "p"});
+  EXPECT_EQ(channels.exit_code, 2) << channels.output;
+  EXPECT_NE(channels.output.find("has 3 channels but the model was trained on 4"),
+            std::string::npos)
+      << channels.output;
+}
+
+TEST_F(SampleData, ExportLoadsInPlainPyTorchUNet) {
+  TempDir out;
+  const CommandResult r = Up({"export", "--checkpoint", Run(), "--out", out / "model.pt"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  // The names and values are the checkpoint's, prefixed per half.
+  const Config config = LoadConfig(Run() + "/config.yaml", {});
+  UNetEncoder enc(config.model, 0);
+  UNetDecoder dec(config.model, 0);
+  StageOptimizer enc_opt(*enc, config.train), dec_opt(*dec, config.train);
+  LoadStageFile(Run() + "/checkpoints/step-6/encoder.pt", *enc, enc_opt.optimizer());
+  LoadStageFile(Run() + "/checkpoints/step-6/decoder.pt", *dec, dec_opt.optimizer());
+  const NamedTensors exported = LoadTensorFile(out / "model.pt");
+  NamedTensors expected;
+  for (const auto& [n, t] : NamedState(*enc)) expected.emplace_back("encoder." + n, t);
+  for (const auto& [n, t] : NamedState(*dec)) expected.emplace_back("decoder." + n, t);
+  ASSERT_EQ(exported.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(exported[i].first, expected[i].first);
+    EXPECT_TRUE(torch::equal(exported[i].second, expected[i].second)) << expected[i].first;
+  }
+
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no Python at " << python;
+  if (RunCommand({python, "-c", "import torch"}, 60).exit_code != 0)
+    GTEST_SKIP() << "torch does not import in " << python;
+
+  // The C++ split model's logits on one input, for Python to reproduce.
+  enc->eval();
+  dec->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor input = torch::rand({2, 4, 64, 64});  // (N, C, H, W)
+  const torch::Tensor logits = dec->forward(enc->forward(input));
+  SaveTensorFile(out / "io.pt", {{"input", input}, {"logits", logits}});
+  const CommandResult py =
+      RunCommand({python, "-W", "ignore", SourcePath("scripts/unet_reference.py"), out / "model.pt",
+                  "--expect", out / "io.pt"},
+                 120);
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("loaded " + std::to_string(expected.size()) + " tensors"),
+            std::string::npos)
+      << py.output;
+  EXPECT_NE(py.output.find("logits match"), std::string::npos) << py.output;
+
+  // A tensor missing from the file: strict loading in Python must refuse it.
+  NamedTensors cut;
+  for (const auto& [n, t] : exported)
+    if (n != "encoder.bottleneck.conv2.weight") cut.emplace_back(n, t);
+  ASSERT_EQ(cut.size(), exported.size() - 1);
+  SaveTensorFile(out / "cut.pt", cut);
+  const CommandResult bad = RunCommand(
+      {python, "-W", "ignore", SourcePath("scripts/unet_reference.py"), out / "cut.pt"}, 120);
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("Missing key"), std::string::npos) << bad.output;
+}
+
+TEST_F(SampleData, BadFolderFilesFailBeforeTraining) {
+  TempDir bad;
+  fs::create_directories(bad / "images");
+  fs::create_directories(bad / "masks");
+  fs::copy_file(Data() + "/images/sample-000.png", bad / "images/a.png");
+  fs::copy_file(Data() + "/masks/sample-000.png", bad / "masks/a.png");
+  PngImage small{32, 32, 4, std::vector<uint8_t>(32 * 32 * 4, 7)};
+  WritePng(bad / "images/b.png", small);
+  fs::copy_file(Data() + "/masks/sample-000.png", bad / "masks/b.png");
+  const CommandResult r =
+      Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set", "data.kind=folder",
+          "--set", "data.path=" + bad.path(), "--out", bad / "run"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const auto errors = ErrorLines(r.output);
+  ASSERT_EQ(errors.size(), 1u) << r.output;
+  EXPECT_NE(errors[0].find("b.png' is 32x32 (HxW) but data.size is [64, 64]"), std::string::npos)
+      << errors[0];
+  EXPECT_EQ(r.output.find("stages up"), std::string::npos) << "no stage may start: " << r.output;
+
+  // A mask without its image's name, and a file that is not a PNG.
+  fs::remove(bad / "masks/b.png");
+  const CommandResult unpaired =
+      Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set", "data.kind=folder",
+          "--set", "data.path=" + bad.path(), "--out", bad / "run2"});
+  EXPECT_EQ(unpaired.exit_code, 2);
+  EXPECT_NE(unpaired.output.find("has no mask"), std::string::npos) << unpaired.output;
+  fs::remove(bad / "images/b.png");
+  std::ofstream(bad / "images/a.png") << "garbage";
+  const CommandResult corrupt =
+      Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set", "data.kind=folder",
+          "--set", "data.path=" + bad.path(), "--out", bad / "run3"});
+  EXPECT_EQ(corrupt.exit_code, 2);
+  EXPECT_NE(corrupt.output.find("is not a PNG file"), std::string::npos) << corrupt.output;
+}
+
+TEST_F(SampleData, NiftiCasesTrainAndPredict) {
+  TempDir out;
+  const CommandResult train =
+      Up({"train", "--single-process",    "--config", SourcePath("configs/tiny3d.yaml"),
+          "--set", "data.kind=nifti",     "--set",    "data.path=" + Data() + "/brats",
+          "--set", "model.num_classes=4", "--set",    "model.features=[4,8]",
+          "--set", "train.batch_size=2",  "--set",    "train.micro_batches=1",
+          "--set", "train.steps=2",       "--out",    out / "run"});
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_TRUE(fs::exists(out / "run/curves.svg"));  // --single-process plots too
+
+  const CommandResult r = Up({"predict", "--checkpoint", out / "run", "--input", Data() + "/brats",
+                              "--out", out / "pred"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Volume seg = ReadNifti(out / "pred/case01_seg.nii.gz");
+  EXPECT_EQ(seg.dims, (std::array<int64_t, 3>{40, 40, 40}));  // the case's own size
+  for (float v : seg.voxels) ASSERT_TRUE(v == 0 || v == 1 || v == 2 || v == 4) << v;
+  const PngImage slice = ReadPng(out / "pred/case01_mask.png");
+  EXPECT_EQ(slice.width, 40);
+  EXPECT_EQ(slice.channels, 1);
+  EXPECT_EQ(ReadPng(out / "pred/case01_overlay.png").channels, 3);
+}
+
+TEST(NiftiConfig, WrongModelForNiftiIsAConfigError) {
+  const CommandResult r = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
+                              "data.kind=nifti", "--set", "data.path=/nonexistent"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("config: model.dims = 2: must be 3 when data.kind = nifti"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace up::test
