@@ -164,7 +164,7 @@ int Train(int argc, char** argv) {
     }
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
-    if (config.data.kind == "folder") CheckFolderData(config);
+    CheckData(config);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
       throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
@@ -173,7 +173,6 @@ int Train(int argc, char** argv) {
                        std::to_string(resume->step) + " but train.steps = " +
                        std::to_string(config.train.steps) + "; raise it with --set train.steps=N");
     }
-    CheckData(config);
     run.emplace(RunDir::Reopen(dir, config, resume->step));
   } else {
     if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
