@@ -253,7 +253,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "decoder did not answer within 3 s during decoder turn \\[FB0 FB1 S\\] of step 2 "
                  "\\(pipeline.timeout_s\\)"},
         HangCase{"encoder:start",
-                 "stages did not connect and say hello within 3 s during start-up before step 1 "
+                 "encoder did not connect and say hello within 3 s during start-up before step 1 "
                  "\\(pipeline.timeout_s\\)"}),
     [](const auto& info) {
       std::string name = info.param.hook;
