@@ -46,24 +46,6 @@ std::vector<std::string> Train(const std::string& run, const std::string& hook_v
   return argv;
 }
 
-std::string Digest(const std::string& run) {
-  return JsonField(Slurp(run + "/summary.json"), "param_digest");
-}
-
-// Processes whose command line mentions `needle` (stages carry the run folder).
-std::vector<int> ProcessesMentioning(const std::string& needle) {
-  std::vector<int> pids;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = Slurp(e.path().string() + "/cmdline");
-    for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.find(needle) != std::string::npos && std::stoi(name) != getpid())
-      pids.push_back(std::stoi(name));
-  }
-  return pids;
-}
-
 // Segments (/dev/shm) and socket folders (/tmp) of the launcher with this pid.
 std::vector<std::string> Leftovers(int launcher_pid) {
   const std::string prefix = "up-" + std::to_string(launcher_pid) + "-";
@@ -171,8 +153,8 @@ TEST_P(KillAnywhere, CleanExitNothingLeftExactResume) {
                                     steps};
   r = RunCommand(Train(run, "", "", straight), 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(Digest(run), Digest(dir / "straight"));
-  EXPECT_EQ(Digest(run).size(), 64u);
+  EXPECT_EQ(RunDigest(run), RunDigest(dir / "straight"));
+  EXPECT_EQ(RunDigest(run).size(), 64u);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -60,24 +60,6 @@ std::vector<std::string> Node(int rank, int port, const std::string& out,
   return Train(args);
 }
 
-std::string Digest(const std::string& run) {
-  return JsonField(Slurp(run + "/summary.json"), "param_digest");
-}
-
-// Stage processes whose command line mentions `needle`.
-int StagesMentioning(const std::string& needle) {
-  int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = Slurp(e.path().string() + "/cmdline");
-    for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.find("_proc") != std::string::npos && cmdline.find(needle) != std::string::npos)
-      ++n;
-  }
-  return n;
-}
-
 int ScratchDirsOf(const std::string& run_id) {
   int n = 0;
   for (const auto& e : fs::directory_iterator("/tmp"))
@@ -110,7 +92,7 @@ std::string SingleProcessDigest(const TempDir& dir, const std::vector<std::strin
   args.insert(args.end(), extra.begin(), extra.end());
   const CommandResult r = RunCommand(args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  return Digest(dir / "single");
+  return RunDigest(dir / "single");
 }
 
 TEST(MultiNode, GlooOnOneMachineEqualsSingleProcess) {
@@ -118,7 +100,7 @@ TEST(MultiNode, GlooOnOneMachineEqualsSingleProcess) {
   const CommandResult r = RunCommand(Train({"--out", dir / "gloo"}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("transport gloo"), std::string::npos) << r.output;
-  EXPECT_EQ(Digest(dir / "gloo"), SingleProcessDigest(dir));
+  EXPECT_EQ(RunDigest(dir / "gloo"), SingleProcessDigest(dir));
 }
 
 TEST(MultiNode, TwoNodeLoopbackEqualsSingleProcessAndNode0KeepsTheRun) {
@@ -128,7 +110,7 @@ TEST(MultiNode, TwoNodeLoopbackEqualsSingleProcessAndNode0KeepsTheRun) {
   ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
   EXPECT_NE(r.node0.output.find("decoder on cpu (node 1)"), std::string::npos) << r.node0.output;
   const std::string run = dir / "node0";
-  EXPECT_EQ(Digest(run), SingleProcessDigest(dir));
+  EXPECT_EQ(RunDigest(run), SingleProcessDigest(dir));
   EXPECT_EQ(JsonField(Slurp(run + "/summary.json"), "nnodes"), "2");
   // Node 0 holds both stage files of every checkpoint; node 1 only its log.
   for (const char* step : {"step-3", "step-6"}) {
@@ -138,7 +120,7 @@ TEST(MultiNode, TwoNodeLoopbackEqualsSingleProcessAndNode0KeepsTheRun) {
   EXPECT_TRUE(fs::exists(dir / "node1/decoder.log"));
   EXPECT_FALSE(fs::exists(dir / "node1/checkpoints"));
   const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
-  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
   EXPECT_EQ(ScratchDirsOf(id), 0);
 }
 
@@ -152,7 +134,7 @@ TEST(MultiNode, OverlappedSchedulesAcrossNodesEqualSingleProcess) {
     ASSERT_EQ(r.node0.exit_code, 0) << schedule << "\n" << r.node0.output;
     ASSERT_EQ(r.node1.exit_code, 0) << schedule << "\n" << r.node1.output;
     EXPECT_NE(r.node0.output.find("lock off"), std::string::npos) << r.node0.output;
-    EXPECT_EQ(Digest(runs / "node0"), single) << schedule;
+    EXPECT_EQ(RunDigest(runs / "node0"), single) << schedule;
   }
 }
 
@@ -161,7 +143,7 @@ TEST(MultiNode, ResumeSendsNode1ItsStageFileAndEqualsAnUninterruptedRun) {
   TwoNodes first = RunTwoNodes(dir.path());
   ASSERT_EQ(first.node0.exit_code, 0) << first.node0.output;
   const std::string run = dir / "node0";
-  const std::string straight = Digest(run);
+  const std::string straight = RunDigest(run);
   fs::remove_all(run + "/checkpoints/step-6");  // as if stopped after step 3
   const int port = FreePort();
   BackgroundCommand node1(Node(1, port, dir / "node1-again"));
@@ -171,7 +153,7 @@ TEST(MultiNode, ResumeSendsNode1ItsStageFileAndEqualsAnUninterruptedRun) {
   const CommandResult n1 = node1.Wait(60);
   ASSERT_EQ(n1.exit_code, 0) << n1.output;
   EXPECT_NE(Slurp(dir / "node1-again/decoder.log").find("at step 3"), std::string::npos);
-  EXPECT_EQ(Digest(run), straight);
+  EXPECT_EQ(RunDigest(run), straight);
 }
 
 TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {
@@ -186,7 +168,7 @@ TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {
             std::string::npos)
       << r.output;
   EXPECT_LT(took, 30) << "the timeout did not hold";
-  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
 
   // And node 1 alone: node 0 never answers.
   const CommandResult alone =
@@ -194,7 +176,7 @@ TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {
   EXPECT_EQ(alone.exit_code, 1) << alone.output;
   EXPECT_NE(alone.output.find("node 0 did not answer at 127.0.0.1:"), std::string::npos)
       << alone.output;
-  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
 }
 
 TEST(MultiNode, DifferentConfigOnNode1IsRefused) {
@@ -205,7 +187,7 @@ TEST(MultiNode, DifferentConfigOnNode1IsRefused) {
   EXPECT_NE(r.node1.output.find("the config on node 1 differs from node 0's"), std::string::npos)
       << r.node1.output;
   EXPECT_NE(r.node0.exit_code, 0) << r.node0.output;
-  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
 }
 
 TEST(MultiNode, StageKilledOnNode1IsNamedByNode0) {
@@ -229,7 +211,7 @@ TEST(MultiNode, StageKilledOnNode1IsNamedByNode0) {
       << r0.output;
   EXPECT_EQ(r1.exit_code, 1) << r1.output;
   EXPECT_NE(r1.output.find("decoder stage killed by signal 9"), std::string::npos) << r1.output;
-  EXPECT_EQ(StagesMentioning(dir.path()), 0);
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
 }
 
 }  // namespace

@@ -24,24 +24,6 @@ CommandResult Train(std::vector<std::string> args) {
   return RunCommand(args);
 }
 
-std::string Digest(const std::string& run) {
-  return JsonField(Slurp(run + "/summary.json"), "param_digest");
-}
-
-// Processes whose command line mentions `needle`.
-std::vector<int> ProcessesMentioning(const std::string& needle) {
-  std::vector<int> pids;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = Slurp(e.path().string() + "/cmdline");
-    for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.find(needle) != std::string::npos && std::stoi(name) != getpid())
-      pids.push_back(std::stoi(name));
-  }
-  return pids;
-}
-
 void ExpectNothingLeft(const std::string& run) {
   EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
       << "a stage of " << run << " is still running";
@@ -80,8 +62,8 @@ TEST_P(PipelineEqualsSingleProcess, SameParamDigest) {
   ASSERT_EQ(p.exit_code, 0) << p.output;
   CommandResult s = Train(single);
   ASSERT_EQ(s.exit_code, 0) << s.output;
-  EXPECT_EQ(Digest(dir / "pipe"), Digest(dir / "single"));
-  EXPECT_EQ(Digest(dir / "pipe").size(), 64u);
+  EXPECT_EQ(RunDigest(dir / "pipe"), RunDigest(dir / "single"));
+  EXPECT_EQ(RunDigest(dir / "pipe").size(), 64u);
   EXPECT_EQ(
       Slurp(dir / "pipe/checkpoints/step-" + std::to_string(c.steps) + "/manifest.json").empty(),
       false);
@@ -115,7 +97,7 @@ TEST(Pipeline, ClippingAndOverlappedSchedulesEqualSingleProcess) {
     extra.insert(extra.end(), {"--out", dir / out});
     CommandResult r = Train(extra);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return Digest(dir / out);
+    return RunDigest(dir / out);
   };
   const std::string reference = run("single", {"--single-process"});
   EXPECT_EQ(run("sequential", {}), reference);
@@ -136,7 +118,7 @@ TEST(Pipeline, ResumeContinuesToTheSameDigest) {
             0);
   CommandResult r = Train({"--resume", dir / "pipe", "--set", "train.steps=8"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(Digest(dir / "pipe"), Digest(dir / "straight"));
+  EXPECT_EQ(RunDigest(dir / "pipe"), RunDigest(dir / "straight"));
   ExpectNothingLeft(dir / "pipe");
 }
 
@@ -152,7 +134,7 @@ TEST(Pipeline, RecomputeAndParkingEqualKeepWithBatchNorm) {
     extra.insert(extra.end(), {"--out", dir / out});
     CommandResult r = Train(extra);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return Digest(dir / out);
+    return RunDigest(dir / out);
   };
   const std::string keep = run("keep", {});
   EXPECT_EQ(run("single", {"--single-process"}), keep);
@@ -176,7 +158,7 @@ TEST(Pipeline, Bf16AutocastEqualsSingleProcessAndDiffersFromFp32) {
     args.insert(args.end(), extra.begin(), extra.end());
     CommandResult r = Train(args);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return Digest(dir / out);
+    return RunDigest(dir / out);
   };
   const std::string single = run("single", "bf16", {"--single-process"});
   EXPECT_EQ(run("pipe", "bf16", {}), single);

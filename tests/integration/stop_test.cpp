@@ -33,10 +33,6 @@ bool WaitForSteps(const std::string& run, int steps) {
   return false;
 }
 
-std::string Digest(const std::string& run) {
-  return JsonField(Slurp(run + "/summary.json"), "param_digest");
-}
-
 void StopOnceThenResume(const std::vector<std::string>& mode, int sig) {
   TempDir dir;
   const std::string config = SourcePath("configs/tiny.yaml");
@@ -70,7 +66,7 @@ void StopOnceThenResume(const std::vector<std::string>& mode, int sig) {
                                     dir / "straight",
                                     "--single-process"};
   ASSERT_EQ(RunCommand(straight).exit_code, 0);
-  EXPECT_EQ(Digest(dir / "run"), Digest(dir / "straight"));
+  EXPECT_EQ(RunDigest(dir / "run"), RunDigest(dir / "straight"));
 }
 
 TEST(Stop, SigtermCheckpointsThePipelineAndResumeIsExact) { StopOnceThenResume({}, SIGTERM); }

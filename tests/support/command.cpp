@@ -149,4 +149,21 @@ std::string JsonField(const std::string& json, const std::string& key) {
   return json.substr(start, end - start);
 }
 
+std::string RunDigest(const std::string& run) {
+  return JsonField(Slurp(run + "/summary.json"), "param_digest");
+}
+
+std::vector<int> ProcessesMentioning(const std::string& needle) {
+  std::vector<int> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = Slurp(e.path().string() + "/cmdline");
+    for (char& c : cmdline) c = c ? c : ' ';
+    if (cmdline.find(needle) != std::string::npos && std::stoi(name) != getpid())
+      pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
 }  // namespace up::test

@@ -52,5 +52,10 @@ std::string SourcePath(const std::string& relative);
 // Whole file as a string ("" if missing); one JSON field's raw value.
 std::string Slurp(const std::string& path);
 std::string JsonField(const std::string& json, const std::string& key);
+// The `param_digest` of the run folder `run` (from its summary.json).
+std::string RunDigest(const std::string& run);
+// Pids of processes (not this one) whose command line mentions `needle`;
+// stages carry their run folder, so a run's folder finds its stages.
+std::vector<int> ProcessesMentioning(const std::string& needle);
 
 }  // namespace up::test
