@@ -205,9 +205,7 @@ def step_sections(tiny, small):
         "stages (`pipeline.lock: off`) alternate (sequential, gpipe, 1f1b, and 1f1b with the "
         "boundary over c10d's Gloo on loopback as between two machines, ...). Same config, "
         "same `train.threads`, checkpoints off except the pipeline's final one (after the last "
-        "timed step). (Step and memory figures were measured just before the transport fix "
-        "described above; it changes how each boundary tensor is copied, a few MiB per step, "
-        "not what is computed.)",
+        "timed step).",
         "",
     ]
     if tiny:
