@@ -138,7 +138,8 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
           SendFile(control, save.path);
           std::remove(save.path.c_str());
         }
-        LogInfo(Str("saved step ", save.step, scratch.empty() ? " to " + save.path : " (sent to node 0)"));
+        LogInfo(Str("saved step ", save.step,
+                    scratch.empty() ? " to " + save.path : " (sent to node 0)"));
         TestHookPoint(stage, "save", save.step);
         control.Send(EncodeSaved(save.step));
         break;
