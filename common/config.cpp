@@ -13,6 +13,7 @@
 // deterministic and loads back to an equal Config.
 #include "common/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "common/errors.h"
@@ -365,21 +367,56 @@ void RejectStrayFlowEntry(const std::string& text, const std::string& origin) {
   }
 }
 
-YAML::Node ParseYaml(const std::string& text, const std::string& origin,
-                     std::vector<YAML::Node>* docs) {
+// Stops yaml-cpp's parser after three documents, keeping where each began.
+// yaml-cpp 0.7's own LoadAll never returns on text where the parser meets a
+// token that no rule consumes ("&a\xff,"...): every further call yields one
+// more empty document at the same place, and the list grows until memory runs
+// out (found by fuzz/config_fuzz). A config holds one document, so counting
+// three is enough to tell "several documents" from "stuck".
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  std::vector<YAML::Mark> marks;
+};
+
+std::string Where(const YAML::Mark& mark) {
+  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
+}
+
+YAML::Node ParseYaml(const std::string& text, const std::string& origin) {
   RejectStrayFlowEntry(text, origin);
   try {
-    *docs = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    while (starts.marks.size() < 3 && parser.HandleNextDocument(starts)) {
+    }
+    const std::vector<YAML::Mark>& m = starts.marks;
+    if (m.size() == 3 && m[1].pos == m[2].pos) {
+      Fail(origin + ": not valid YAML: " + Where(m[1]) + ": nothing can start here");
+    }
+    if (m.size() > 1) {
+      Fail(origin + ": holds more than one YAML document (the second begins at " + Where(m[1]) +
+           "); expected one");
+    }
+    return YAML::Load(text);  // the one document, now known to end
   } catch (const YAML::ParserException& e) {
-    Fail(origin + ": not valid YAML: line " + std::to_string(e.mark.line + 1) + ", column " +
-         std::to_string(e.mark.column + 1) + ": " + e.msg);
+    Fail(origin + ": not valid YAML: " + Where(e.mark) + ": " + e.msg);
   } catch (const YAML::Exception& e) {
     Fail(origin + ": not valid YAML: " + e.what());
   }
-  if (docs->size() > 1) {
-    Fail(origin + ": holds " + std::to_string(docs->size()) + " YAML documents; expected one");
-  }
-  return docs->empty() ? YAML::Node() : docs->front();
 }
 
 void ApplyOverride(const std::string& override_text, Given* given) {
@@ -388,8 +425,7 @@ void ApplyOverride(const std::string& override_text, Given* given) {
   if (eq == std::string::npos) Fail(origin + ": expected key.path=value");
   std::string path = Trim(override_text.substr(0, eq));
   if (path.empty()) Fail(origin + ": expected key.path=value (the key is empty)");
-  std::vector<YAML::Node> docs;
-  YAML::Node value = ParseYaml(override_text.substr(eq + 1), origin, &docs);
+  YAML::Node value = ParseYaml(override_text.substr(eq + 1), origin);
   if (IsLeaf(path)) {
     SetGiven(given, path, value);
   } else if (IsSection(path) && !path.empty()) {
@@ -791,8 +827,7 @@ Config Resolve(const YAML::Node* root, const std::string& origin,
 
 Config LoadConfigFromString(const std::string& yaml_text, const std::string& origin,
                             const std::vector<std::string>& overrides) {
-  std::vector<YAML::Node> docs;
-  YAML::Node root = ParseYaml(yaml_text, origin, &docs);
+  YAML::Node root = ParseYaml(yaml_text, origin);
   const std::string expected = "expected a mapping with keys " + Join(ChildrenOf(""), ", ");
   if (!root.IsDefined() || root.IsNull()) {
     Fail(origin + ": empty (no keys); " + expected + ", or {} for all defaults");

@@ -552,7 +552,15 @@ TEST(ConfigValidationTest, TopLevelNotAMapping) {
 
 TEST(ConfigValidationTest, SeveralDocumentsFail) {
   EXPECT_HAS(ErrorOf("train:\n  steps: 3\n---\ntrain:\n  steps: 4\n", {}),
-             "test.yaml: holds 2 YAML documents");
+             "test.yaml: holds more than one YAML document (the second begins at line 3");
+}
+
+// yaml-cpp 0.7's LoadAll never returned on this (found by fuzz/config_fuzz):
+// an anchor, then bytes no rule consumes; now one error line, at once.
+TEST(ConfigValidationTest, TextTheParserCannotConsumeFailsInsteadOfLooping) {
+  std::string text = "&9dat";
+  text += std::string(14, '\xff') + "3, f" + std::string(4, '\xff') + std::string(40, '\xac');
+  EXPECT_HAS(ErrorOf(text, {}), "test.yaml: not valid YAML: line 1, column");
 }
 
 TEST_F(ConfigFileTest, MalformedYamlFile) {
