@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Quality gates on the torch-free libraries (up_core, up_ipc) and their tests,
-# built with clang apart from the main build (no LibTorch, a few minutes):
-#   1. AddressSanitizer + UndefinedBehaviorSanitizer: core_test and ipc_test;
+# Quality gates on the torch-free libraries (up_core, up_ipc, up_launcher_core)
+# and their tests, built with clang apart from the main build (no LibTorch, a
+# few minutes):
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer: core_test, ipc_test and
+#      launcher_core_test (child processes, device lock, schedules, placement);
 #   2. libFuzzer: wire_fuzz, ring_header_fuzz, config_fuzz, manifest_fuzz,
 #      each from the seeds in fuzz/corpus/ with a fixed seed (UP_FUZZ_SEED,
 #      default 1), for at most UP_FUZZ_SECONDS (default 20). A fixed seed and a
@@ -10,7 +12,8 @@
 #      not fail at random on an input nobody has seen. To explore instead, run
 #      e.g. UP_FUZZ_SEED=0 UP_FUZZ_SECONDS=600 scripts/quality.sh (0: libFuzzer
 #      picks a seed) and commit what it finds to fuzz/corpus/ with the fix;
-#   3. ThreadSanitizer: the ring and control-channel tests (ipc_test).
+#   3. ThreadSanitizer: the ring, control-channel, child-process and
+#      device-lock tests.
 # A finding fails the script; libFuzzer leaves the crashing input in
 # $UP_QUALITY_DIR/fuzz-artifacts/ (reproduce: <target> <file>).
 # Called by scripts/test.sh after the main suite; runs alone too.
@@ -54,7 +57,8 @@ done
 
 step "TSan build"
 cmake -S . -B "$OUT/tsan" "${CLANG[@]}" -DUP_SANITIZE=thread >/dev/null
-cmake --build "$OUT/tsan" -j "$JOBS" --target ipc_test
-step "TSan ring and control-channel tests"
-(cd "$OUT/tsan" && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j "$JOBS" -R '^(ShmRing|ShmSegment|RunId|ControlChannel|Wire)Test')
+cmake --build "$OUT/tsan" -j "$JOBS" --target ipc_test launcher_core_test
+step "TSan ring, control-channel, child-process and device-lock tests"
+(cd "$OUT/tsan" && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j "$JOBS" \
+   -R '^((ShmRing|ShmSegment|RunId|ControlChannel|Wire|ChildProcess)Test|ControlTcp|DeviceLocks|ResolveLock)\.')
 step "all quality gates passed"
