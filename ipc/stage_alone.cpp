@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/command_line.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/recording_format.h"
@@ -240,15 +241,10 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
         "set", "override a key (--standalone)", cxxopts::value<std::vector<std::string>>())(
         "steps", "steps to time (--standalone)", cxxopts::value<int64_t>()->default_value("5"))(
         "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
-    cxxopts::ParseResult r;
-    try {
-      r = options.parse(argc, argv);
-    } catch (const cxxopts::exceptions::exception& e) {
-      throw UsageError(std::string(e.what()) + "; see " + stage + "_proc --help");
-    }
-    InitLogging(stage, r.count("quiet")     ? LogLevel::kWarn
-                       : r.count("verbose") ? LogLevel::kDebug
-                                            : LogLevel::kInfo);
+    const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& r = *parsed;
+    InitLogging(stage, VerbosityOf(r));
     if (r.count("replay")) {
       const Tolerance tol{r["atol"].as<double>(), r["rtol"].as<double>()};
       if (tol.atol < 0 || tol.rtol < 0) throw UsageError("--atol and --rtol must be >= 0");

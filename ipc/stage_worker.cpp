@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/command_line.h"
 #include "common/deadline.h"
 #include "common/device_memory.h"
 #include "common/errors.h"
@@ -64,16 +65,9 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
       "connection",
       cxxopts::value<std::string>()->default_value(""))("v,verbose", "debug logging")(
       "q,quiet", "warnings and errors only")("h,help", "this help");
-  cxxopts::ParseResult r;
-  try {
-    r = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see " + stage + "_proc --help");
-  }
-  if (r.count("help")) {
-    std::cout << options.help() << std::endl;
-    std::exit(0);
-  }
+  const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
+  if (!parsed) std::exit(0);
+  const cxxopts::ParseResult& r = *parsed;
   StageArgs a;
   a.c10d = r["c10d"].as<std::string>();
   std::vector<const char*> required{"config", "control", "run-id"};
@@ -100,9 +94,7 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   a.record = r["record"].as<std::string>();
   a.record_steps = r["record-steps"].as<int>();
   a.trace = r["trace"].as<std::string>();
-  a.level = r.count("quiet")     ? LogLevel::kWarn
-            : r.count("verbose") ? LogLevel::kDebug
-                                 : LogLevel::kInfo;
+  a.level = VerbosityOf(r);
   return a;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/config.h"
 #include "common/errors.h"
 #include "launcher/bench_memory.h"
@@ -26,26 +27,10 @@ constexpr const char* kBenchUsage =
     "  memory     peak RSS per stage process vs the single-process trainer\n"
     "run `unet-pipeline bench <bench> --help` for its options";
 
-// Parses argv with `options`, turning every parse problem into a UsageError;
-// nullopt after printing --help.
+// Parses argv with `options` (plus --json and --help); nullopt after --help.
 std::optional<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char** argv) {
   options.add_options()("json", "print one JSON object instead of a table")("h,help", "this help");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline " + options.program() +
-                     " --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return std::nullopt;
-  }
-  if (!args.unmatched().empty()) {
-    throw UsageError("unexpected argument '" + args.unmatched()[0] + "'; see `unet-pipeline " +
-                     options.program() + " --help`");
-  }
-  return args;
+  return ParseCommandLine(options, argc, argv, "unet-pipeline " + options.program() + " --help");
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/command_line.h"
 #include "common/config.h"
 #include "common/dataset.h"
 #include "common/errors.h"
@@ -150,16 +151,9 @@ int CheckMain(int argc, char** argv) {
       "keep", "keep the pipeline's run and recording in this folder",
       cxxopts::value<std::string>())("v,verbose", "print every tensor compared")("h,help",
                                                                                  "this help");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline check --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return 0;
-  }
+  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline check --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   InitLogging("check", LogLevel::kWarn);
   if (!args.count("config")) throw UsageError("check needs --config FILE");
   const std::string config_path = args["config"].as<std::string>();

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "common/checkpoint.h"
+#include "common/command_line.h"
 #include "common/dataset.h"
 #include "common/device_memory.h"
 #include "common/errors.h"
@@ -105,24 +106,13 @@ int Train(int argc, char** argv) {
       "node-addr", "this machine's address for c10d (default: the one that reaches node 0)",
       cxxopts::value<std::string>()->default_value(""))("v,verbose", "more log output")(
       "q,quiet", "only warnings and errors")("h,help", "this help");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline train --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return 0;
-  }
-  InitLogging("launcher", args.count("quiet")     ? LogLevel::kWarn
-                          : args.count("verbose") ? LogLevel::kDebug
-                                                  : LogLevel::kInfo);
+  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline train --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
+  InitLogging("launcher", VerbosityOf(args));
   const std::vector<std::string> overrides =
       args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
                         : std::vector<std::string>{};
-  if (!args.unmatched().empty())
-    throw UsageError("unexpected argument '" + args.unmatched()[0] + "'");
 
   NodeOptions nodes;
   nodes.nnodes = args["nnodes"].as<int>();

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/command_line.h"
 #include "common/errors.h"
 #include "common/tensor_file.h"
 #include "launcher/trained_model.h"
@@ -37,18 +38,9 @@ int ExportCommand(int argc, char** argv) {
   options.add_options()("checkpoint", "a run folder or RUN/checkpoints/step-N",
                         cxxopts::value<std::string>())(
       "out", "the .pt file to write", cxxopts::value<std::string>())("h,help", "this help");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline export --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return 0;
-  }
-  if (!args.unmatched().empty())
-    throw UsageError("unexpected argument '" + args.unmatched()[0] + "'");
+  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline export --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("checkpoint") || !args.count("out"))
     throw UsageError("export needs --checkpoint DIR and --out FILE.pt");
   const std::string out = args["out"].as<std::string>();

@@ -8,6 +8,7 @@
 #include <cxxopts.hpp>
 #include <iostream>
 
+#include "common/command_line.h"
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
@@ -23,16 +24,9 @@ int PlanCommand(int argc, char** argv) {
       "set", "override a key (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "gpu-mem", "device memory to fit in", cxxopts::value<std::string>()->default_value("16GiB"))(
       "json", "print JSON")("h,help", "this help");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline plan --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return 0;
-  }
+  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline plan --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("config")) throw UsageError("plan needs --config FILE");
   const Config config =
       LoadConfig(args["config"].as<std::string>(),

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/command_line.h"
 #include "common/dataset.h"
 #include "common/device_memory.h"
 #include "common/errors.h"
@@ -161,18 +162,9 @@ int PredictCommand(int argc, char** argv) {
                                      cxxopts::value<std::string>())(
       "device", "cpu, cuda or cuda:N (default: the encoder's configured device if present)",
       cxxopts::value<std::string>())("h,help", "this help");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline predict --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return 0;
-  }
-  if (!args.unmatched().empty())
-    throw UsageError("unexpected argument '" + args.unmatched()[0] + "'");
+  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline predict --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("checkpoint") || !args.count("input") || !args.count("out"))
     throw UsageError("predict needs --checkpoint DIR, --input PATH and --out DIR");
   InitLogging("predict", LogLevel::kInfo);

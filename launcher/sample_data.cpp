@@ -8,6 +8,7 @@
 #include <iostream>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/errors.h"
 #include "common/nifti_io.h"
 #include "common/png_io.h"
@@ -138,16 +139,10 @@ int MakeSampleDataCommand(int argc, char** argv) {
                                                                                 "this help");
   options.parse_positional({"dir"});
   options.positional_help("DIR");
-  cxxopts::ParseResult args;
-  try {
-    args = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see `unet-pipeline make-sample-data --help`");
-  }
-  if (args.count("help")) {
-    std::cout << options.help() << std::endl;
-    return 0;
-  }
+  const auto parsed =
+      ParseCommandLine(options, argc, argv, "unet-pipeline make-sample-data --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("dir")) throw UsageError("make-sample-data needs a folder: make-sample-data DIR");
   SampleDataOptions o;
   o.images = args["images"].as<int>();
