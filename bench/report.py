@@ -175,19 +175,28 @@ def step_section(s, title):
         single = by["single"]["median_step_s"]
         out.append(f"Target: pipeline (activations keep) within 3% of single-process, i.e. "
                    f"<= {STEP_TARGET}x: {pipe['ratio']:.3f}x: {verdict(ok)}.")
-        if not ok:
-            extra_ms = (pipe["median_step_s"] - single) * 1e3
+        bd = s.get("pipeline_breakdown")
+        if bd:
+            turn_taking = bd["turn_ms"] - bd["compute_ms"] - bd["transfer_ms"]
+            between = bd["step_ms"] - bd["turn_ms"]
+            added = bd["transfer_ms"] + turn_taking + between
             out += [
                 "",
-                f"Why: the pipeline pays a fixed cost per step, here {extra_ms:.1f} ms: three "
-                "phases per step, each a Turn/TurnDone round trip over the control socket with "
-                "a stage process waking from a blocking read, plus copying the boundary and its "
-                "gradients through the rings. A step of this config is only "
-                f"{single * 1e3:.0f} ms, so that cost is a few percent; on small (seconds per "
-                "step) the same cost vanishes. Closing it on tiny would mean fewer control round "
-                "trips per step (e.g. granting the decoder's backward and the encoder's backward "
-                "in one message when the lock allows) or stages that spin briefly on the control "
-                "socket before blocking.",
+                f"Where a pipeline step's time goes (one more pipeline run of {bd['steps']} timed "
+                "steps with `--trace`, read by `launcher/trace_breakdown.h`; means per step):",
+                "",
+                "| wall | compute (both stages) | boundary transfer | turn-taking | launcher "
+                "between turns | single-process step (median above) |",
+                "|---:|---:|---:|---:|---:|---:|",
+                f"| {bd['step_ms']:.1f} ms | {bd['compute_ms']:.1f} ms | {bd['transfer_ms']:.1f} ms "
+                f"| {turn_taking:.1f} ms | {between:.1f} ms | {single * 1e3:.1f} ms |",
+                "",
+                f"What the pipeline adds to a step's arithmetic (transfer, turn-taking, the "
+                f"launcher between turns) is {added:.1f} ms, {100 * added / bd['step_ms']:.1f}% of "
+                "its wall time. The rest of any gap to single-process is the same arithmetic "
+                f"running at a different speed in two processes: here {bd['compute_ms']:.1f} ms "
+                f"against {single * 1e3:.1f} ms for the whole single-process step, on a machine "
+                "shared with other work.",
             ]
     out.append("")
     return out

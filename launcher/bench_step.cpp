@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 
 #include "common/config.h"
@@ -42,7 +43,7 @@ Variant MakeVariant(const StepOptions& o, const std::string& group, const std::s
     v.row.activations = p.activations;
     v.row.lock = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule) ? "on" : "off";
   }
-  v.spec = {o.config, single, sets};
+  v.spec = {o.config, single, sets, ""};
   return v;
 }
 
@@ -86,7 +87,10 @@ std::string RowJson(const StepRow& r) {
   }
   if (!r.built) return j.Field("note", "not built: pipeline.activations=recompute").str();
   std::string runs;
-  for (double m : r.run_medians_s) runs += (runs.empty() ? "" : ",") + JsonWriter::FormatDouble(m);
+  for (double m : r.run_medians_s) {
+    if (!runs.empty()) runs += ',';
+    runs += JsonWriter::FormatDouble(m);
+  }
   j.Field("median_step_s", r.median_step_s).Raw("run_medians_s", "[" + runs + "]");
   j.Field("samples", r.samples);
   if (!r.ratio_to.empty()) j.Field("ratio_to", r.ratio_to).Field("ratio", r.ratio);
@@ -129,6 +133,17 @@ StepReport RunStepBench(const StepOptions& o) {
   RunAlternated(o, pair, tmp, &runs);
   RunAlternated(o, unlocked, tmp, &runs);
 
+  {
+    TrainerSpec traced = pair[0].spec;
+    const std::string out = tmp.path() + "/run-traced";
+    traced.trace = out + ".trace.json";
+    const TrainerResult res = RunTrainer(traced, out);
+    const std::vector<double> kept(res.step_s.begin() + o.warmup, res.step_s.end());
+    report.traced_mean_step_s = std::accumulate(kept.begin(), kept.end(), 0.0) / kept.size();
+    report.breakdown = BreakdownFromTrace(traced.trace, o.warmup);
+    std::cerr << "bench step: traced pipeline: mean " << report.traced_mean_step_s << " s/step\n";
+  }
+
   SetRatio(pair[0].row, pair[1].row);
   report.rows.push_back(pair[1].row);
   report.rows.push_back(pair[0].row);
@@ -144,7 +159,10 @@ StepReport RunStepBench(const StepOptions& o) {
 
 std::string StepJson(const StepReport& r) {
   std::string rows;
-  for (const StepRow& row : r.rows) rows += (rows.empty() ? "" : ",") + RowJson(row);
+  for (const StepRow& row : r.rows) {
+    if (!rows.empty()) rows += ',';
+    rows += RowJson(row);
+  }
   JsonWriter out;
   out.Field("bench", "step")
       .Raw("machine", MachineJson(DescribeMachine()))
@@ -155,6 +173,14 @@ std::string StepJson(const StepReport& r) {
       .Field("warmup", r.options.warmup)
       .Field("threads", r.threads)
       .Raw("results", "[" + rows + "]");
+  const StepBreakdown& b = r.breakdown;
+  JsonWriter breakdown;
+  breakdown.Field("steps", b.steps)
+      .Field("step_ms", r.traced_mean_step_s * 1e3)
+      .Field("turn_ms", b.turn_ms)
+      .Field("compute_ms", b.compute_ms)
+      .Field("transfer_ms", b.transfer_ms);
+  out.Raw("pipeline_breakdown", breakdown.str());
   return out.str();
 }
 
@@ -164,7 +190,7 @@ std::string StepTable(const StepReport& r) {
     << "config " << r.options.config << ", " << r.threads << " thread(s) per process, "
     << r.options.rounds << " runs per row of " << r.options.steps << " steps, first "
     << r.options.warmup << " of each dropped\n";
-  char line[200];
+  char line[256];
   std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12s %-26s\n", "row", "schedule", "lock",
                 "acts", "median s", "ratio");
   s << line;
@@ -185,6 +211,13 @@ std::string StepTable(const StepReport& r) {
     }
     s << line;
   }
+  const StepBreakdown& b = r.breakdown;
+  std::snprintf(line, sizeof(line),
+                "traced pipeline run, per step: %.1f ms wall, turns held %.1f ms = compute "
+                "%.1f + boundary transfer %.1f + turn-taking %.1f\n",
+                r.traced_mean_step_s * 1e3, b.turn_ms, b.compute_ms, b.transfer_ms,
+                b.turn_ms - b.compute_ms - b.transfer_ms);
+  s << line;
   return s.str();
 }
 

@@ -4,12 +4,15 @@
 // training runs (bench_trainer.h) alternated in one invocation: pipeline,
 // single, pipeline, single, ... then sequential, gpipe, 1f1b, sequential, ...
 // The first `warmup` steps of every run are dropped; a row's median pools the
-// remaining steps of all its runs.
+// remaining steps of all its runs. A last traced pipeline run shows where a
+// pipeline step's time goes.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "launcher/trace_breakdown.h"
 
 namespace up::bench {
 
@@ -40,6 +43,11 @@ struct StepReport {
   StepOptions options;
   int threads = 0;  // train.threads of the config
   std::vector<StepRow> rows;
+  // One more "pipeline" run, traced and not timed with the rows (tracing
+  // costs a little): where its steps' time went (trace_breakdown.h), and
+  // its mean step time (wall) next to it.
+  StepBreakdown breakdown;
+  double traced_mean_step_s = 0;
 };
 
 // UsageError for bad options or a bad config (before any run starts);

@@ -34,6 +34,7 @@ TrainerResult RunTrainer(const TrainerSpec& spec, const std::string& out) {
   if (spec.single_process) args.push_back("--single-process");
   args.insert(args.end(), {"--config", spec.config, "--out", out, "-q"});
   for (const std::string& s : spec.sets) args.insert(args.end(), {"--set", s});
+  if (!spec.trace.empty()) args.insert(args.end(), {"--trace", spec.trace});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

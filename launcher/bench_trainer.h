@@ -16,6 +16,7 @@ struct TrainerSpec {
   std::string config;             // path to the YAML config
   bool single_process = false;    // the reference trainer instead of the pipeline
   std::vector<std::string> sets;  // "key=value" overrides, each passed as --set
+  std::string trace;              // pipeline: write a Chrome trace here (--trace)
 };
 
 struct TrainerResult {

@@ -90,6 +90,18 @@ TEST(BenchStep, JsonHasEveryRow) {
   EXPECT_EQ(json.find("\"built\":false"), std::string::npos)
       << "every row is measured, recompute too";
   EXPECT_NE(json.find("\"ratio_to\":\"single\""), std::string::npos) << json;
+  // The traced run's breakdown: the stages' work lies inside the turns the
+  // launcher granted, and the turns inside the steps.
+  const std::string b = JsonField(json, "pipeline_breakdown");
+  ASSERT_FALSE(b.empty()) << json;
+  EXPECT_EQ(JsonField(b, "steps"), "1") << b;
+  const double step = std::stod(JsonField(b, "step_ms")), turn = std::stod(JsonField(b, "turn_ms"));
+  const double compute = std::stod(JsonField(b, "compute_ms"));
+  const double transfer = std::stod(JsonField(b, "transfer_ms"));
+  EXPECT_GT(compute, 0) << b;
+  EXPECT_GT(transfer, 0) << b;
+  EXPECT_LE(compute + transfer, turn) << b;
+  EXPECT_LE(turn, step) << b;
 }
 
 TEST(BenchMemory, JsonHasEveryProcess) {

@@ -1,0 +1,30 @@
+// Where a pipeline step's time goes, read from a run's Chrome trace
+// (`train --trace FILE`; common/trace.h writes one event per line). For the
+// steps after `warmup`, per step on average:
+//   turn_ms      the launcher's "turn held" spans: from sending a stage its
+//                Turn to its TurnDone (with the lock on, turns do not overlap)
+//   compute_ms   both stages' "compute" spans (forward, backward, optimizer),
+//                less the transfers that happen inside them
+//   transfer_ms  both stages' "transfer" spans (boundary send and receive)
+// so turn_ms - compute_ms - transfer_ms is what turn-taking itself costs
+// (control messages, a stage waking up, its report), and a step's wall time
+// minus turn_ms is the launcher's own work between turns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace up::bench {
+
+struct StepBreakdown {
+  int64_t steps = 0;  // steps measured
+  double turn_ms = 0;
+  double compute_ms = 0;
+  double transfer_ms = 0;
+};
+
+// RuntimeError if the file cannot be read or holds no turn of a step after
+// `warmup` (steps count from 1 in the trace).
+StepBreakdown BreakdownFromTrace(const std::string& trace_path, int64_t warmup);
+
+}  // namespace up::bench
