@@ -158,7 +158,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
     const int s = static_cast<int>(id);
     const std::string name = StageName(id);
-    StageLink link{id, placement.lock_key[s], std::nullopt, placement.node[s]};
+    StageLink link{id, placement.lock_key[s], std::nullopt, placement.node[s], std::nullopt};
     if (placement.Local(s, 0)) {
       link.child.emplace(ChildProcess::Spawn(
           {name,
@@ -248,12 +248,14 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                                        [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
         if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
         LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
+        // The turn starts when granted: a stage may begin before Send returns.
+        turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
         stages.Send(s, ipc::Encode(req), TurnText(step, turn));
         TestHookPoint("launcher", "turn", step + 1);
-        turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
         turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
         waiting.push_back(turn.stage);
-        doing += (doing.empty() ? "" : ", ") + TurnText(step, turn);
+        if (!doing.empty()) doing += ", ";
+        doing += TurnText(step, turn);
       }
       // pipeline.prefetch: the next phase's parked stage starts loading its
       // state now, while this phase computes.
