@@ -306,11 +306,12 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-// yaml-cpp 0.7 never returns on some text with a ',' outside any [...] or
-// {...} that is not inside a scalar (",a", "{a: 1},", "&x,"), which is not
-// valid YAML anyway (found by fuzz/config_fuzz). Such text is refused here,
-// before yaml-cpp sees it: outside brackets, a ',' must lie inside a quoted or
-// plain scalar ("path: a,b") or a comment.
+// A ',' outside any [...] or {...} that is not inside a scalar (",a",
+// "{a: 1},", "&x,") is not valid YAML. yaml-cpp 0.7 gets stuck on it (found
+// by fuzz/config_fuzz); ParseYaml's bounded document loop would report that
+// as "nothing can start here", but this check runs first to name the ','.
+// Outside brackets, a ',' must lie inside a quoted or plain scalar
+// ("path: a,b") or a comment.
 void RejectStrayFlowEntry(const std::string& text, const std::string& origin) {
   auto blank = [&](size_t i) {
     return i >= text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
