@@ -47,6 +47,18 @@ Variant MakeVariant(const StepOptions& o, const std::string& group, const std::s
   return v;
 }
 
+// The step times of a run after the warm-up; RuntimeError if the run did not
+// write every step.
+std::vector<double> TimedSteps(const StepOptions& o, const TrainerResult& res,
+                               const std::string& out) {
+  if (static_cast<int64_t>(res.step_s.size()) != o.steps) {
+    throw RuntimeError("bench step: " + out + "/metrics.jsonl has " +
+                       std::to_string(res.step_s.size()) + " steps, expected " +
+                       std::to_string(o.steps));
+  }
+  return std::vector<double>(res.step_s.begin() + o.warmup, res.step_s.end());
+}
+
 // Runs each variant `rounds` times, alternating, and fills its figures.
 void RunAlternated(const StepOptions& o, std::vector<Variant>& variants, const TempFolder& tmp,
                    int* run_counter) {
@@ -55,13 +67,7 @@ void RunAlternated(const StepOptions& o, std::vector<Variant>& variants, const T
     for (size_t i = 0; i < variants.size(); ++i) {
       Variant& v = variants[i];
       const std::string out = tmp.path() + "/run-" + std::to_string(++*run_counter);
-      const TrainerResult res = RunTrainer(v.spec, out);
-      if (static_cast<int64_t>(res.step_s.size()) != o.steps) {
-        throw RuntimeError("bench step: " + out + "/metrics.jsonl has " +
-                           std::to_string(res.step_s.size()) + " steps, expected " +
-                           std::to_string(o.steps));
-      }
-      const std::vector<double> kept(res.step_s.begin() + o.warmup, res.step_s.end());
+      const std::vector<double> kept = TimedSteps(o, RunTrainer(v.spec, out), out);
       pooled[i].insert(pooled[i].end(), kept.begin(), kept.end());
       v.row.run_medians_s.push_back(Median(kept));
       std::cerr << "bench step: round " << r + 1 << "/" << o.rounds << " " << v.row.label
@@ -137,8 +143,7 @@ StepReport RunStepBench(const StepOptions& o) {
     TrainerSpec traced = pair[0].spec;
     const std::string out = tmp.path() + "/run-traced";
     traced.trace = out + ".trace.json";
-    const TrainerResult res = RunTrainer(traced, out);
-    const std::vector<double> kept(res.step_s.begin() + o.warmup, res.step_s.end());
+    const std::vector<double> kept = TimedSteps(o, RunTrainer(traced, out), out);
     report.traced_mean_step_s = std::accumulate(kept.begin(), kept.end(), 0.0) / kept.size();
     report.breakdown = BreakdownFromTrace(traced.trace, o.warmup);
     std::cerr << "bench step: traced pipeline: mean " << report.traced_mean_step_s << " s/step\n";
