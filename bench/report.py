@@ -183,7 +183,7 @@ def step_section(s, title):
             out += [
                 "",
                 f"Where a pipeline step's time goes (one more pipeline run of {bd['steps']} timed "
-                "steps with `--trace`, read by `launcher/trace_breakdown.h`; means per step):",
+                "steps with `--trace`, read by `bench/trace_breakdown.h`; means per step):",
                 "",
                 "| wall | compute (both stages) | boundary transfer | turn-taking | launcher "
                 "between turns | single-process step (median above) |",

@@ -49,5 +49,15 @@ foreach(_dir ${UP_TORCH_NVIDIA_LIB_DIRS})
   string(APPEND UP_TORCH_RPATH_LINK " -Wl,-rpath-link,${_dir}")
 endforeach()
 string(APPEND CMAKE_EXE_LINKER_FLAGS "${UP_TORCH_RPATH_LINK}")
+
+# libstdc++ first on every binary's link line and so first among its
+# DT_NEEDED entries. Some LibTorch builds (2.11's libtorch.so) carry a static
+# copy of std::filesystem and export it unversioned. Without this, the static
+# linker resolves our std::filesystem calls against libtorch.so (which it then
+# keeps as needed, though nothing else of it is used), and the dynamic linker
+# binds them to that copy, which jumps to a null address.
+# tests/common/model/libstdcxx_binding_test.cpp and the `needed_order` test
+# fail when a binary is not immune.
+string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,--push-state,--no-as-needed,-lstdc++,--pop-state")
 string(APPEND CMAKE_SHARED_LINKER_FLAGS "${UP_TORCH_RPATH_LINK}")
 message(STATUS "LibTorch ${Torch_VERSION} at ${UP_TORCH_LIB_DIR} (CUDA: ${CAFFE2_USE_CUDA})")

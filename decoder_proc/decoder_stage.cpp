@@ -1,83 +1,30 @@
 // See decoder_stage.h.
 #include "decoder_proc/decoder_stage.h"
 
-#include <chrono>
-
-#include "common/checkpoint.h"
 #include "common/deadline.h"
-#include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
-#include "common/loss.h"
-#include "common/precision.h"
+#include "common/model/loss.h"
+#include "common/model/precision.h"
 #include "common/test_hooks.h"
 #include "common/trace.h"
 
 namespace up {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
 
 DecoderStage::DecoderStage(const Config& config, ipc::TensorSender& to_encoder,
                            ipc::TensorReceiver& from_encoder)
-    : config_(config),
+    : TrainingStage(config, stage::Role::kDecoder,
+                    UNetDecoder(config.model, DecoderInitSeed(config.train.seed)).ptr()),
       to_encoder_(to_encoder),
       from_encoder_(from_encoder),
-      device_(ParseDevice(config.pipeline.decoder.device, "pipeline.stages.decoder.device")),
-      model_(config.model, DecoderInitSeed(config.train.seed)),
-      optimizer_((model_->to(device_), *model_), config.train),
-      data_(MakeDataset(config)),
+      model_(std::static_pointer_cast<UNetDecoderImpl>(module_)),
       spec_(BoundaryShapes(config.model, config.data.size,
-                           config.train.batch_size / config.train.micro_batches)) {
-  model_->train();
-  if (ShouldPark(config.pipeline.park,
-                 ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device"),
-                 device_)) {
-    parking_ = std::make_unique<StageParking>(*model_, optimizer_.optimizer(), device_);
-    parking_->Park();  // the device belongs to whoever holds the turn
-  }
-}
+                           config.train.batch_size / config.train.micro_batches)) {}
 
-std::string DecoderStage::BoundarySignature() const { return up::BoundarySignature(config_); }
-
-ipc::TurnReport DecoderStage::RunTurn(const ipc::TurnRequest& turn) {
-  const auto start = Clock::now();
-  ParkedOutsideTurn turn_guard(parking_.get());
-  if (turn.step != step_) {
-    optimizer_.BeginStep(turn.step);
-    step_ = turn.step;
-    backward_done_ = 0;
-  }
-  ipc::TurnReport report;
-  report.step = turn.step;
-  std::vector<int64_t> dice;
-  for (const ipc::Action& a : turn.actions) {
-    switch (a.op) {
-      case ipc::Op::kForwardBackward:
-        report.loss += ForwardBackward(turn.step, a.micro_batch, &dice);
-        if (++backward_done_ == config_.train.micro_batches) {
-          torch::Tensor n = optimizer_.GradNorms();
-          report.norms.assign(n.data_ptr<float>(), n.data_ptr<float>() + n.numel());
-        }
-        break;
-      case ipc::Op::kStep: {
-        TestHookPoint("decoder", "step", turn.step + 1);
-        TraceSpan span(trace_event::kOptimizerStep, "compute");
-        torch::Tensor own = optimizer_.GradNorms();                            // (P_dec,)
-        torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_enc,)
-        optimizer_.Step(optimizer_.needs_global_norms() ? torch::cat({peer, own})
-                                                        : own);  // encoder first
-        break;
-      }
-      default:
-        throw RuntimeError("decoder: action " + ipc::ActionName(a) + " is not a decoder action");
-    }
-  }
-  report.dice_counts = dice;
-  report.busy_s = std::chrono::duration<double>(Clock::now() - start).count();
-  return report;
+void DecoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport* report) {
+  if (a.op != ipc::Op::kForwardBackward) NotMine(a);
+  report->loss += ForwardBackward(step, a.micro_batch, &report->dice_counts);
+  BackwardDone(report);
 }
 
 double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
@@ -134,17 +81,6 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
   const double value = loss.item<double>();
   if (on_loss) on_loss(step, mb, value);
   return value;
-}
-
-void DecoderStage::Save(const ipc::SaveRequest& request) {
-  SaveStageFile(request.path, *model_, optimizer_.optimizer(), request.step);
-}
-
-void DecoderStage::Load(const std::string& path) {
-  const int64_t step = LoadStageFile(path, *model_, optimizer_.optimizer());
-  MoveTrainingState(*model_, optimizer_.optimizer(),
-                    parking_ ? torch::Device(torch::kCPU) : device_);
-  LogInfo(Str("resumed from ", path, " at step ", step));
 }
 
 }  // namespace up

@@ -13,47 +13,29 @@
 // The turn's report carries the loss and the Dice counts of its micro-batches.
 #pragma once
 
-#include <memory>
+#include <vector>
 
-#include "common/dataset.h"
-#include "common/stage_optimizer.h"
-#include "common/stage_parking.h"
-#include "common/unet.h"
-#include "ipc/stage_worker.h"
+#include "common/model/unet.h"
+#include "stage/training_stage.h"
 
 namespace up {
 
-class DecoderStage : public ipc::StageWorker {
+class DecoderStage : public stage::TrainingStage {
  public:
   DecoderStage(const Config& config, ipc::TensorSender& to_encoder,
                ipc::TensorReceiver& from_encoder);
 
-  std::string BoundarySignature() const override;
-  ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) override;
-  void Prefetch() override {
-    if (parking_) parking_->Prefetch();
-  }
-  void Save(const ipc::SaveRequest& request) override;
-  void Load(const std::string& path) override;
-
-  torch::nn::Module& module() override { return *model_; }
   UNetDecoder& model() { return model_; }
 
  private:
-  // Returns the micro-batch's scaled loss.
+  void RunAction(const ipc::Action& action, int64_t step, ipc::TurnReport* report) override;
+  // Returns the micro-batch's scaled loss; adds its Dice counts.
   double ForwardBackward(int64_t step, int micro_batch, std::vector<int64_t>* dice_counts);
 
-  Config config_;
   ipc::TensorSender& to_encoder_;
   ipc::TensorReceiver& from_encoder_;
-  torch::Device device_;
-  UNetDecoder model_;
-  StageOptimizer optimizer_;
-  std::unique_ptr<StageParking> parking_;  // null when the stage keeps its device
-  std::unique_ptr<Dataset> data_;
+  UNetDecoder model_;  // the TrainingStage's module, typed
   BoundarySpec spec_;
-  int64_t step_ = -1;
-  int backward_done_ = 0;
 };
 
 }  // namespace up

@@ -2,7 +2,7 @@
 #include "decoder_proc/decoder_stage.h"
 
 int main(int argc, char** argv) {
-  return up::ipc::StageMain(argc, argv, "decoder", [](const up::ipc::StageContext& ctx) {
+  return up::stage::StageMain(argc, argv, "decoder", [](const up::stage::StageContext& ctx) {
     return std::make_unique<up::DecoderStage>(ctx.config, *ctx.sender, *ctx.receiver);
   });
 }

@@ -1,84 +1,41 @@
 // See encoder_stage.h.
 #include "encoder_proc/encoder_stage.h"
 
-#include <chrono>
-
-#include "common/checkpoint.h"
 #include "common/deadline.h"
-#include "common/device_memory.h"
 #include "common/errors.h"
 #include "common/logging.h"
-#include "common/precision.h"
+#include "common/model/precision.h"
 #include "common/test_hooks.h"
 #include "common/trace.h"
 
 namespace up {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
 
 EncoderStage::EncoderStage(const Config& config, ipc::TensorSender& to_decoder,
                            ipc::TensorReceiver& from_decoder)
-    : config_(config),
+    : TrainingStage(config, stage::Role::kEncoder,
+                    UNetEncoder(config.model, EncoderInitSeed(config.train.seed)).ptr()),
       to_decoder_(to_decoder),
       from_decoder_(from_decoder),
-      device_(ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device")),
-      model_(config.model, EncoderInitSeed(config.train.seed)),
-      optimizer_((model_->to(device_), *model_), config.train),
-      data_(MakeDataset(config)),
-      recompute_(config.pipeline.activations == "recompute") {
-  model_->train();
-  if (ShouldPark(config.pipeline.park, device_,
-                 ParseDevice(config.pipeline.decoder.device, "pipeline.stages.decoder.device"))) {
-    parking_ = std::make_unique<StageParking>(*model_, optimizer_.optimizer(), device_);
-    parking_->Park();  // the device belongs to whoever holds the turn
-  }
+      model_(std::static_pointer_cast<UNetEncoderImpl>(module_)),
+      recompute_(config.pipeline.activations == "recompute") {}
+
+void EncoderStage::BeginStep() {
+  kept_.clear();
+  inputs_.clear();
 }
 
-std::string EncoderStage::BoundarySignature() const { return up::BoundarySignature(config_); }
-
-ipc::TurnReport EncoderStage::RunTurn(const ipc::TurnRequest& turn) {
-  const auto start = Clock::now();
-  ParkedOutsideTurn turn_guard(parking_.get());
-  if (turn.step != step_) {
-    optimizer_.BeginStep(turn.step);
-    step_ = turn.step;
-    backward_done_ = 0;
-    kept_.clear();
-    inputs_.clear();
+void EncoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport* report) {
+  switch (a.op) {
+    case ipc::Op::kForward:
+      Forward(step, a.micro_batch);
+      break;
+    case ipc::Op::kBackward:
+      Backward(step, a.micro_batch);
+      BackwardDone(report);
+      break;
+    default:
+      NotMine(a);
   }
-  ipc::TurnReport report;
-  report.step = turn.step;
-  for (const ipc::Action& a : turn.actions) {
-    switch (a.op) {
-      case ipc::Op::kForward:
-        Forward(turn.step, a.micro_batch);
-        break;
-      case ipc::Op::kBackward:
-        Backward(turn.step, a.micro_batch);
-        if (++backward_done_ == config_.train.micro_batches)
-          report.norms = [&] {
-            torch::Tensor n = optimizer_.GradNorms();
-            return std::vector<float>(n.data_ptr<float>(), n.data_ptr<float>() + n.numel());
-          }();
-        break;
-      case ipc::Op::kStep: {
-        TestHookPoint("encoder", "step", turn.step + 1);
-        TraceSpan span(trace_event::kOptimizerStep, "compute");
-        torch::Tensor own = optimizer_.GradNorms();                            // (P_enc,)
-        torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_dec,)
-        optimizer_.Step(optimizer_.needs_global_norms() ? torch::cat({own, peer})
-                                                        : own);  // encoder first
-        break;
-      }
-      default:
-        throw RuntimeError("encoder: action " + ipc::ActionName(a) + " is not an encoder action");
-    }
-  }
-  report.busy_s = std::chrono::duration<double>(Clock::now() - start).count();
-  return report;
 }
 
 void EncoderStage::Forward(int64_t step, int mb) {
@@ -157,18 +114,6 @@ void EncoderStage::Backward(int64_t step, int mb) {
   torch::autograd::backward(outputs, grad_values);
   from_decoder_.Release(grads);
   kept_.erase(kept);
-}
-
-void EncoderStage::Save(const ipc::SaveRequest& request) {
-  SaveStageFile(request.path, *model_, optimizer_.optimizer(), request.step);
-}
-
-void EncoderStage::Load(const std::string& path) {
-  const int64_t step = LoadStageFile(path, *model_, optimizer_.optimizer());
-  // The file's tensors arrive on the CPU: put the whole state where it lives.
-  MoveTrainingState(*model_, optimizer_.optimizer(),
-                    parking_ ? torch::Device(torch::kCPU) : device_);
-  LogInfo(Str("resumed from ", path, " at step ", step));
 }
 
 }  // namespace up

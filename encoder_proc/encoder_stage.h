@@ -17,50 +17,32 @@
 #pragma once
 
 #include <map>
-#include <memory>
 
-#include "common/dataset.h"
-#include "common/stage_optimizer.h"
-#include "common/stage_parking.h"
-#include "common/unet.h"
-#include "ipc/stage_worker.h"
+#include "common/model/unet.h"
+#include "stage/training_stage.h"
 
 namespace up {
 
-class EncoderStage : public ipc::StageWorker {
+class EncoderStage : public stage::TrainingStage {
  public:
   EncoderStage(const Config& config, ipc::TensorSender& to_decoder,
                ipc::TensorReceiver& from_decoder);
 
-  std::string BoundarySignature() const override;
-  ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) override;
-  void Prefetch() override {
-    if (parking_) parking_->Prefetch();
-  }
-  void Save(const ipc::SaveRequest& request) override;
-  void Load(const std::string& path) override;
-
-  torch::nn::Module& module() override { return *model_; }
   UNetEncoder& model() { return model_; }
 
  private:
+  void RunAction(const ipc::Action& action, int64_t step, ipc::TurnReport* report) override;
+  void BeginStep() override;
   void Forward(int64_t step, int micro_batch);
   void Backward(int64_t step, int micro_batch);
   Boundary Recompute(int micro_batch);  // the forward again, with a graph
 
-  Config config_;
   ipc::TensorSender& to_decoder_;
   ipc::TensorReceiver& from_decoder_;
-  torch::Device device_;
-  UNetEncoder model_;
-  StageOptimizer optimizer_;
-  std::unique_ptr<StageParking> parking_;  // null when the stage keeps its device
-  std::unique_ptr<Dataset> data_;
+  UNetEncoder model_;  // the TrainingStage's module, typed
   bool recompute_;
   std::map<int, Boundary> kept_;         // keep: forwarded, waiting for their backward
   std::map<int, torch::Tensor> inputs_;  // recompute: (n, C, *S) inputs on the host
-  int64_t step_ = -1;                    // the step whose gradients are accumulating
-  int backward_done_ = 0;
 };
 
 }  // namespace up

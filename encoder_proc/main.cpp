@@ -2,7 +2,7 @@
 #include "encoder_proc/encoder_stage.h"
 
 int main(int argc, char** argv) {
-  return up::ipc::StageMain(argc, argv, "encoder", [](const up::ipc::StageContext& ctx) {
+  return up::stage::StageMain(argc, argv, "encoder", [](const up::stage::StageContext& ctx) {
     return std::make_unique<up::EncoderStage>(ctx.config, *ctx.sender, *ctx.receiver);
   });
 }

@@ -3,50 +3,34 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/errors.h"
 
 namespace up::ipc {
 
+namespace {
+
+// Every dtype that may cross the boundary, in both spellings.
+constexpr std::pair<c10::ScalarType, DType> kWireDTypes[] = {
+    {torch::kFloat32, DType::kFloat32},   {torch::kFloat16, DType::kFloat16},
+    {torch::kBFloat16, DType::kBFloat16}, {torch::kFloat64, DType::kFloat64},
+    {torch::kInt64, DType::kInt64},       {torch::kInt32, DType::kInt32},
+    {torch::kUInt8, DType::kUInt8},
+};
+
+}  // namespace
+
 DType ToWireDType(c10::ScalarType type) {
-  switch (type) {
-    case torch::kFloat32:
-      return DType::kFloat32;
-    case torch::kFloat16:
-      return DType::kFloat16;
-    case torch::kBFloat16:
-      return DType::kBFloat16;
-    case torch::kFloat64:
-      return DType::kFloat64;
-    case torch::kInt64:
-      return DType::kInt64;
-    case torch::kInt32:
-      return DType::kInt32;
-    case torch::kUInt8:
-      return DType::kUInt8;
-    default:
-      throw UsageError(std::string("tensor dtype ") + c10::toString(type) +
-                       " cannot cross the boundary");
-  }
+  for (const auto& [torch_type, wire] : kWireDTypes)
+    if (torch_type == type) return wire;
+  throw UsageError(std::string("tensor dtype ") + c10::toString(type) +
+                   " cannot cross the boundary");
 }
 
 c10::ScalarType FromWireDType(DType type) {
-  switch (type) {
-    case DType::kFloat32:
-      return torch::kFloat32;
-    case DType::kFloat16:
-      return torch::kFloat16;
-    case DType::kBFloat16:
-      return torch::kBFloat16;
-    case DType::kFloat64:
-      return torch::kFloat64;
-    case DType::kInt64:
-      return torch::kInt64;
-    case DType::kInt32:
-      return torch::kInt32;
-    case DType::kUInt8:
-      return torch::kUInt8;
-  }
+  for (const auto& [torch_type, wire] : kWireDTypes)
+    if (wire == type) return torch_type;
   throw RuntimeError("unknown wire dtype " + std::to_string(static_cast<int>(type)));
 }
 

@@ -14,25 +14,10 @@ void WireWriter::Append(const void* data, size_t size) {
   bytes_.append(static_cast<const char*>(data), size);
 }
 
-WireWriter& WireWriter::U32(uint32_t value) {
-  Append(&value, sizeof(value));
-  return *this;
-}
-
-WireWriter& WireWriter::U64(uint64_t value) {
-  Append(&value, sizeof(value));
-  return *this;
-}
-
-WireWriter& WireWriter::I64(int64_t value) {
-  Append(&value, sizeof(value));
-  return *this;
-}
-
-WireWriter& WireWriter::F64(double value) {
-  Append(&value, sizeof(value));
-  return *this;
-}
+WireWriter& WireWriter::U32(uint32_t value) { return Put(value); }
+WireWriter& WireWriter::U64(uint64_t value) { return Put(value); }
+WireWriter& WireWriter::I64(int64_t value) { return Put(value); }
+WireWriter& WireWriter::F64(double value) { return Put(value); }
 
 WireWriter& WireWriter::Str(const std::string& value) {
   if (value.size() > std::numeric_limits<uint32_t>::max()) {
@@ -91,29 +76,10 @@ size_t WireReader::ReadCount(size_t elem_size, const char* field) {
   return static_cast<size_t>(count);
 }
 
-uint32_t WireReader::U32() {
-  uint32_t value = 0;
-  Read(&value, sizeof(value), "u32");
-  return value;
-}
-
-uint64_t WireReader::U64() {
-  uint64_t value = 0;
-  Read(&value, sizeof(value), "u64");
-  return value;
-}
-
-int64_t WireReader::I64() {
-  int64_t value = 0;
-  Read(&value, sizeof(value), "i64");
-  return value;
-}
-
-double WireReader::F64() {
-  double value = 0;
-  Read(&value, sizeof(value), "f64");
-  return value;
-}
+uint32_t WireReader::U32() { return Get<uint32_t>("u32"); }
+uint64_t WireReader::U64() { return Get<uint64_t>("u64"); }
+int64_t WireReader::I64() { return Get<int64_t>("i64"); }
+double WireReader::F64() { return Get<double>("f64"); }
 
 std::string WireReader::Str() {
   uint32_t length = 0;

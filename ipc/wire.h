@@ -39,6 +39,11 @@ class WireWriter {
 
  private:
   void Append(const void* data, size_t size);
+  template <typename T>
+  WireWriter& Put(T value) {  // a fixed-size value in host byte order
+    Append(&value, sizeof(value));
+    return *this;
+  }
 
   std::string bytes_;
 };
@@ -72,6 +77,12 @@ class WireReader {
  private:
   // Copies `size` bytes into `out` and advances; `field` names the value.
   void Read(void* out, size_t size, const char* field);
+  template <typename T>
+  T Get(const char* field) {
+    T value{};
+    Read(&value, sizeof(value), field);
+    return value;
+  }
   // Reads a u64 count and checks count * elem_size fits in what remains.
   size_t ReadCount(size_t elem_size, const char* field);
   [[noreturn]] void Malformed(const std::string& detail) const;

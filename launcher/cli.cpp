@@ -12,25 +12,25 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/checkpoint.h"
+#include "bench/bench_cli.h"
 #include "common/command_line.h"
-#include "common/dataset.h"
-#include "common/device_memory.h"
+#include "common/data/dataset.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/model/checkpoint.h"
+#include "common/model/device_memory.h"
 #include "common/plot_svg.h"
 #include "common/run_dir.h"
-#include "launcher/bench_cli.h"
-#include "launcher/check.h"
-#include "launcher/commands.h"
-#include "launcher/export_command.h"
-#include "launcher/inspect.h"
 #include "launcher/node_agent.h"
 #include "launcher/pipeline.h"
-#include "launcher/predict.h"
-#include "launcher/sample_data.h"
 #include "launcher/single_process.h"
 #include "launcher/stop_signal.h"
+#include "launcher/tools/check.h"
+#include "launcher/tools/export_command.h"
+#include "launcher/tools/inspect.h"
+#include "launcher/tools/plan_command.h"
+#include "launcher/tools/predict.h"
+#include "launcher/tools/sample_data.h"
 
 namespace up {
 namespace {

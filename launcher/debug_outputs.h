@@ -3,7 +3,7 @@
 // index.json, and the merge of every process's trace part into one file.
 //
 // The stages do the recording and write their own trace parts
-// (ipc/stage_observer.h); the launcher writes its own part (turns held, lock
+// (stage/stage_observer.h); the launcher writes its own part (turns held, lock
 // waits) and merges the three into FILE when the run ends, also after a
 // failure (best effort), so a failed run can be looked at too.
 #pragma once

@@ -7,20 +7,20 @@
 #include <filesystem>
 
 #include "common/deadline.h"
-#include "common/device_memory.h"
-#include "common/digest.h"
 #include "common/errors.h"
 #include "common/fs_util.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
-#include "common/loss.h"
+#include "common/model/device_memory.h"
+#include "common/model/digest.h"
+#include "common/model/loss.h"
+#include "common/model/stage_optimizer.h"
+#include "common/model/stage_parking.h"
+#include "common/model/unet.h"
 #include "common/proc_stats.h"
 #include "common/sha256.h"
-#include "common/stage_optimizer.h"
-#include "common/stage_parking.h"
 #include "common/test_hooks.h"
 #include "common/trace.h"
-#include "common/unet.h"
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/shm_ring.h"
 #include "launcher/device_lock.h"
@@ -285,14 +285,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       }
     }
     const double step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
-    JsonWriter line;
-    line.Field("step", step + 1)
-        .Field("loss", loss)
-        .Field("dice", dice.Mean())
-        .Field("lr", ScheduledLr(t, step))
-        .Field("step_s", step_s)
-        .Field("samples_per_s", t.batch_size / step_s);
-    run.AppendMetrics(line.str());
+    AppendStepMetrics(run, t, step, loss, dice.Mean(), step_s);
     char turns[192];
     const StageLink& e = stages[StageId::kEncoder];
     const StageLink& d = stages[StageId::kDecoder];
@@ -308,10 +301,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s, turns);
     summary.final_loss = loss;
 
-    // A stop signal: finish this step, checkpoint it, leave the loop.
-    const bool stopping = StopSignals::requested() != 0 && step + 1 < t.steps;
-    const bool last = step + 1 == t.steps || stopping;
-    if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
+    const StepEnd end = DecideStepEnd(config, step);
+    if (end.checkpoint) {
       const std::string doing = "checkpoint of step " + std::to_string(step + 1);
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
@@ -341,9 +332,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
     completed = step + 1;
-    if (stopping) {
-      LogWarn(Str("stop requested: step ", completed, " is checkpointed; continue with --resume ",
-                  run.path()));
+    if (end.stopping) {
+      WarnStopped(completed, run);
       break;
     }
   }
@@ -379,35 +369,21 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       fs::path(run.path()) / "checkpoints" / ("step-" + std::to_string(completed));
   UNetEncoder enc(config.model, 0);
   UNetDecoder dec(config.model, 0);
-  summary.steps = completed;
   summary.param_digest = ParamDigest(LoadWeights((final_dir / "encoder.pt").string(), enc, t),
                                      LoadWeights((final_dir / "decoder.pt").string(), dec, t));
-  summary.samples_per_s =
-      summary.wall_s > 0 ? (completed - start) * t.batch_size / summary.wall_s : 0;
+  summary.SetThroughput(start, completed, t.batch_size);
 
-  JsonWriter rss, busy, device_peak;
-  device_peak.Field("encoder", stages[StageId::kEncoder].device_peak_bytes)
-      .Field("decoder", stages[StageId::kDecoder].device_peak_bytes);
-  rss.Field("launcher", PeakRssBytes())
-      .Field("encoder", stages[StageId::kEncoder].peak_rss_bytes)
-      .Field("decoder", stages[StageId::kDecoder].peak_rss_bytes);
-  busy.Field("encoder", summary.wall_s > 0 ? stages[StageId::kEncoder].busy_s / summary.wall_s : 0)
-      .Field("decoder", summary.wall_s > 0 ? stages[StageId::kDecoder].busy_s / summary.wall_s : 0);
-  JsonWriter out;
-  out.Field("mode", "pipeline")
-      .Field("schedule", p.schedule)
+  std::vector<ProcessFigures> processes{{"launcher", PeakRssBytes(), std::nullopt, std::nullopt}};
+  for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
+    const auto& s = stages[id];
+    processes.push_back({s.name(), s.peak_rss_bytes, s.device_peak_bytes, s.busy_s});
+  }
+  JsonWriter own;
+  own.Field("schedule", p.schedule)
       .Field("transport", p.transport)
       .Field("nnodes", nodes.nnodes)
-      .Field("run_id", run_id.Hex())
-      .Field("steps", summary.steps)
-      .Field("final_loss", summary.final_loss)
-      .Field("wall_s", summary.wall_s)
-      .Field("samples_per_s", summary.samples_per_s)
-      .Raw("peak_rss_bytes", rss.str())
-      .Raw("peak_device_bytes", device_peak.str())
-      .Raw("busy_fraction", busy.str())
-      .Field("param_digest", summary.param_digest);
-  run.WriteSummary(out.str());
+      .Field("run_id", run_id.Hex());
+  WriteRunSummary(run, "pipeline", own, summary, processes);
   return summary;
 }
 

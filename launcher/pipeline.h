@@ -7,8 +7,8 @@
 
 #include <optional>
 
-#include "common/checkpoint.h"
 #include "common/config.h"
+#include "common/model/checkpoint.h"
 #include "common/run_dir.h"
 #include "launcher/debug_outputs.h"
 #include "launcher/placement.h"

@@ -4,17 +4,17 @@
 #include <chrono>
 #include <filesystem>
 
-#include "common/dataset.h"
-#include "common/device_memory.h"
-#include "common/digest.h"
+#include "common/data/dataset.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
-#include "common/loss.h"
-#include "common/precision.h"
+#include "common/model/device_memory.h"
+#include "common/model/digest.h"
+#include "common/model/loss.h"
+#include "common/model/precision.h"
+#include "common/model/stage_optimizer.h"
+#include "common/model/stage_parking.h"
+#include "common/model/unet.h"
 #include "common/proc_stats.h"
-#include "common/stage_optimizer.h"
-#include "common/stage_parking.h"
-#include "common/unet.h"
 #include "launcher/progress.h"
 #include "launcher/stop_signal.h"
 
@@ -82,14 +82,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     dec_opt.Step(norms);
     const double step_s = Seconds(step_start, Clock::now());
 
-    JsonWriter line;
-    line.Field("step", step + 1)
-        .Field("loss", loss_sum)
-        .Field("dice", dice.Mean())
-        .Field("lr", ScheduledLr(t, step))
-        .Field("step_s", step_s)
-        .Field("samples_per_s", t.batch_size / step_s);
-    run.AppendMetrics(line.str());
+    AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s);
     progress.Step(
         step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
         Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB",
@@ -97,10 +90,8 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
                              : std::string()));
     summary.final_loss = loss_sum;
 
-    // A stop signal: finish this step, checkpoint it, leave the loop.
-    const bool stopping = StopSignals::requested() != 0 && step + 1 < t.steps;
-    const bool last = step + 1 == t.steps || stopping;
-    if (last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0)) {
+    const StepEnd end = DecideStepEnd(config, step);
+    if (end.checkpoint) {
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
       SaveStageFile((fs::path(staging) / "encoder.pt").string(), *model->encoder,
@@ -110,31 +101,16 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
     completed = step + 1;
-    if (stopping) {
-      LogWarn(Str("stop requested: step ", completed, " is checkpointed; continue with --resume ",
-                  run.path()));
+    if (end.stopping) {
+      WarnStopped(completed, run);
       break;
     }
   }
-  summary.steps = completed;
   summary.wall_s = Seconds(wall_start, Clock::now());
-  summary.samples_per_s =
-      summary.wall_s > 0 ? (completed - start) * t.batch_size / summary.wall_s : 0;
+  summary.SetThroughput(start, completed, t.batch_size);
   summary.param_digest = ParamDigest(NamedState(*model->encoder), NamedState(*model->decoder));
-
-  JsonWriter rss, device_peak;
-  rss.Field("trainer", PeakRssBytes());
-  device_peak.Field("trainer", PeakDeviceBytes(device));
-  JsonWriter out;
-  out.Field("mode", "single-process")
-      .Field("steps", summary.steps)
-      .Field("final_loss", summary.final_loss)
-      .Field("wall_s", summary.wall_s)
-      .Field("samples_per_s", summary.samples_per_s)
-      .Raw("peak_rss_bytes", rss.str())
-      .Raw("peak_device_bytes", device_peak.str())
-      .Field("param_digest", summary.param_digest);
-  run.WriteSummary(out.str());
+  WriteRunSummary(run, "single-process", JsonWriter(), summary,
+                  {{"trainer", PeakRssBytes(), PeakDeviceBytes(device), std::nullopt}});
   return summary;
 }
 

@@ -8,19 +8,12 @@
 #include <optional>
 #include <string>
 
-#include "common/checkpoint.h"
 #include "common/config.h"
+#include "common/model/checkpoint.h"
 #include "common/run_dir.h"
+#include "launcher/run_summary.h"
 
 namespace up {
-
-struct TrainSummary {
-  int64_t steps = 0;
-  double final_loss = 0;
-  double wall_s = 0;
-  double samples_per_s = 0;
-  std::string param_digest;
-};
 
 // Trains from `resume` (or from scratch) to config.train.steps, writing
 // metrics, checkpoints and summary.json into `run`.

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <set>
 
-#include "common/tensor_file.h"
+#include "common/model/tensor_file.h"
 #include "tests/support/command.h"
 
 namespace up::test {

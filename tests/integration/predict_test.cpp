@@ -12,13 +12,13 @@
 #include <set>
 #include <sstream>
 
-#include "common/checkpoint.h"
 #include "common/config.h"
+#include "common/model/checkpoint.h"
+#include "common/model/stage_optimizer.h"
+#include "common/model/tensor_file.h"
+#include "common/model/unet.h"
 #include "common/nifti_io.h"
 #include "common/png_io.h"
-#include "common/stage_optimizer.h"
-#include "common/tensor_file.h"
-#include "common/unet.h"
 #include "tests/support/command.h"
 
 namespace up::test {

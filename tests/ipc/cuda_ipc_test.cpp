@@ -4,11 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/device_memory.h"
-#include "common/digest.h"
-#include "common/stage_optimizer.h"
-#include "common/stage_parking.h"
-#include "common/unet.h"
+#include "common/model/device_memory.h"
+#include "common/model/digest.h"
+#include "common/model/stage_optimizer.h"
+#include "common/model/stage_parking.h"
+#include "common/model/unet.h"
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/shm_segment.h"
 

@@ -1,0 +1,122 @@
+// See bench_cli.h. Only argument parsing and printing live here; each bench is
+// in its own file (bench_transport, bench_step, bench_memory).
+#include "bench/bench_cli.h"
+
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
+#include <cxxopts.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_memory.h"
+#include "bench/bench_step.h"
+#include "bench/bench_transport.h"
+#include "common/command_line.h"
+#include "common/config.h"
+#include "common/errors.h"
+
+namespace up {
+namespace {
+
+constexpr const char* kBenchUsage =
+    "usage: unet-pipeline bench <transport|step|memory> [options]\n"
+    "  transport  one-way throughput and latency of each transport next to memcpy\n"
+    "  step       median step time: pipeline vs single-process, and the schedules\n"
+    "  memory     peak RSS per stage process vs the single-process trainer\n"
+    "run `unet-pipeline bench <bench> --help` for its options";
+
+// Parses argv with `options` (plus --json and --help); nullopt after --help.
+std::optional<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char** argv) {
+  options.add_options()("json", "print one JSON object instead of a table")("h,help", "this help");
+  return ParseCommandLine(options, argc, argv, "unet-pipeline " + options.program() + " --help");
+}
+
+template <typename T>
+T Get(const cxxopts::ParseResult& args, const std::string& name, T fallback) {
+  try {
+    return args.count(name) ? args[name].as<T>() : fallback;
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError("--" + name + ": " + e.what());
+  }
+}
+
+int Transport(int argc, char** argv) {
+  cxxopts::Options options("bench transport", "One-way throughput and latency per transport.");
+  options.add_options()("max-bytes", "largest message (default 268435456)",
+                        cxxopts::value<int64_t>())("repeats", "timed streams per size (default 3)",
+                                                   cxxopts::value<int>())(
+      "seconds", "target length of one timed stream (default 0.25)", cxxopts::value<double>());
+  const auto args = Parse(options, argc, argv);
+  if (!args) return 0;
+  bench::TransportOptions o;
+  const int64_t max_bytes = Get<int64_t>(*args, "max-bytes", static_cast<int64_t>(o.max_bytes));
+  if (max_bytes < 0)
+    throw UsageError("--max-bytes " + std::to_string(max_bytes) + " is negative; use >= 4096");
+  o.max_bytes = static_cast<uint64_t>(max_bytes);
+  o.repeats = Get<int>(*args, "repeats", o.repeats);
+  o.seconds = Get<double>(*args, "seconds", o.seconds);
+  const auto rows = bench::RunTransportBench(o);
+  std::cout << (args->count("json") ? bench::TransportJson(rows, o) + "\n"
+                                    : bench::TransportTable(rows, o))
+            << std::flush;
+  return 0;
+}
+
+int Step(int argc, char** argv) {
+  cxxopts::Options options("bench step", "Median step time: pipeline vs single-process.");
+  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
+      "steps", "steps per run (default 8)", cxxopts::value<int64_t>())(
+      "rounds", "runs per row, alternated (default 3)", cxxopts::value<int>())(
+      "warmup", "leading steps of each run left out (default 2)", cxxopts::value<int64_t>())(
+      "set", "override a config key in every run (repeatable)",
+      cxxopts::value<std::vector<std::string>>());
+  const auto args = Parse(options, argc, argv);
+  if (!args) return 0;
+  bench::StepOptions o;
+  o.config = Get<std::string>(*args, "config", "");
+  o.steps = Get<int64_t>(*args, "steps", o.steps);
+  o.rounds = Get<int>(*args, "rounds", o.rounds);
+  o.warmup = Get<int64_t>(*args, "warmup", o.warmup);
+  o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
+  const bench::StepReport report = bench::RunStepBench(o);
+  std::cout << (args->count("json") ? bench::StepJson(report) + "\n" : bench::StepTable(report))
+            << std::flush;
+  return 0;
+}
+
+int Memory(int argc, char** argv) {
+  cxxopts::Options options("bench memory", "Peak RSS per stage vs single-process.");
+  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
+      "steps", "steps per run (default 3)", cxxopts::value<int64_t>())(
+      "set", "override a config key in both runs (repeatable)",
+      cxxopts::value<std::vector<std::string>>());
+  const auto args = Parse(options, argc, argv);
+  if (!args) return 0;
+  bench::MemoryOptions o;
+  o.config = Get<std::string>(*args, "config", "");
+  o.steps = Get<int64_t>(*args, "steps", o.steps);
+  o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
+  const bench::MemoryReport report = bench::RunMemoryBench(o);
+  std::cout << (args->count("json") ? bench::MemoryJson(report) + "\n" : bench::MemoryTable(report))
+            << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+int BenchMain(int argc, char** argv) {
+  if (argc < 2) throw UsageError("bench needs one of: transport, step, memory");
+  const std::string which = argv[1];
+  if (which == "-h" || which == "--help") {
+    std::cout << kBenchUsage << std::endl;
+    return 0;
+  }
+  if (which == "transport") return Transport(argc - 1, argv + 1);
+  if (which == "step") return Step(argc - 1, argv + 1);
+  if (which == "memory") return Memory(argc - 1, argv + 1);
+  throw UsageError("unknown bench '" + which + "'; use transport, step or memory");
+}
+
+}  // namespace up

@@ -1,0 +1,229 @@
+// See bench_step.h. Progress goes to stderr, one line per run, so that stdout
+// holds only the table or the JSON.
+#include "bench/bench_step.h"
+
+#include <cmath>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "bench/bench_machine.h"
+#include "bench/bench_trainer.h"
+#include "bench/bench_util.h"
+#include "common/config.h"
+#include "common/errors.h"
+#include "common/json_writer.h"
+#include "launcher/device_lock.h"
+
+namespace up::bench {
+namespace {
+
+constexpr const char* kPair = "pipeline_vs_single";
+constexpr const char* kUnlocked = "unlocked_schedules";
+
+struct Variant {
+  StepRow row;
+  TrainerSpec spec;
+};
+
+// The row's overrides on top of the config, and its resolved lock; the config
+// check turns a combination the pipeline refuses into a UsageError now.
+Variant MakeVariant(const StepOptions& o, const std::string& group, const std::string& label,
+                    bool single, std::vector<std::string> sets) {
+  sets.insert(sets.begin(), {"train.steps=" + std::to_string(o.steps), "checkpoint.every=0"});
+  sets.insert(sets.begin(), o.sets.begin(), o.sets.end());  // the row's own keys win
+  const Config c = LoadConfig(o.config, sets);
+  Variant v;
+  v.row.group = group;
+  v.row.label = label;
+  v.row.mode = single ? "single" : "pipeline";
+  if (!single) {
+    const PipelineConfig& p = c.pipeline;
+    v.row.schedule = p.schedule;
+    v.row.activations = p.activations;
+    v.row.lock = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule) ? "on" : "off";
+  }
+  v.spec = {o.config, single, sets, ""};
+  return v;
+}
+
+// The step times of a run after the warm-up; RuntimeError if the run did not
+// write every step.
+std::vector<double> TimedSteps(const StepOptions& o, const TrainerResult& res,
+                               const std::string& out) {
+  if (static_cast<int64_t>(res.step_s.size()) != o.steps) {
+    throw RuntimeError("bench step: " + out + "/metrics.jsonl has " +
+                       std::to_string(res.step_s.size()) + " steps, expected " +
+                       std::to_string(o.steps));
+  }
+  return std::vector<double>(res.step_s.begin() + o.warmup, res.step_s.end());
+}
+
+// Runs each variant `rounds` times, alternating, and fills its figures.
+void RunAlternated(const StepOptions& o, std::vector<Variant>& variants, const TempFolder& tmp,
+                   int* run_counter) {
+  std::vector<std::vector<double>> pooled(variants.size());
+  for (int r = 0; r < o.rounds; ++r) {
+    for (size_t i = 0; i < variants.size(); ++i) {
+      Variant& v = variants[i];
+      const std::string out = tmp.path() + "/run-" + std::to_string(++*run_counter);
+      const std::vector<double> kept = TimedSteps(o, RunTrainer(v.spec, out), out);
+      pooled[i].insert(pooled[i].end(), kept.begin(), kept.end());
+      v.row.run_medians_s.push_back(Median(kept));
+      std::cerr << "bench step: round " << r + 1 << "/" << o.rounds << " " << v.row.label
+                << ": median " << Median(kept) << " s/step\n";
+    }
+  }
+  for (size_t i = 0; i < variants.size(); ++i) {
+    variants[i].row.median_step_s = Median(pooled[i]);
+    variants[i].row.samples = static_cast<int64_t>(pooled[i].size());
+  }
+}
+
+void SetRatio(StepRow& row, const StepRow& peer) {
+  row.ratio_to = peer.label;
+  row.ratio = row.median_step_s / peer.median_step_s;
+}
+
+std::string RowJson(const StepRow& r) {
+  JsonWriter j;
+  j.Field("group", r.group).Field("label", r.label).Field("mode", r.mode).Field("built", r.built);
+  if (r.mode == "pipeline") {
+    j.Field("schedule", r.schedule).Field("lock", r.lock).Field("activations", r.activations);
+  }
+  if (!r.built) return j.Field("note", "not built: pipeline.activations=recompute").str();
+  std::string runs;
+  for (double m : r.run_medians_s) {
+    if (!runs.empty()) runs += ',';
+    runs += JsonWriter::FormatDouble(m);
+  }
+  j.Field("median_step_s", r.median_step_s).Raw("run_medians_s", "[" + runs + "]");
+  j.Field("samples", r.samples);
+  if (!r.ratio_to.empty()) j.Field("ratio_to", r.ratio_to).Field("ratio", r.ratio);
+  return j.str();
+}
+
+}  // namespace
+
+StepReport RunStepBench(const StepOptions& o) {
+  if (o.config.empty()) throw UsageError("bench step needs --config FILE");
+  if (o.steps < 2 || o.steps > 100000)
+    throw UsageError("--steps " + std::to_string(o.steps) + " is out of range; use 2 to 100000");
+  if (o.rounds < 1 || o.rounds > 100)
+    throw UsageError("--rounds " + std::to_string(o.rounds) + " is out of range; use 1 to 100");
+  if (o.warmup < 0 || o.warmup >= o.steps) {
+    throw UsageError("--warmup " + std::to_string(o.warmup) + " leaves no step of " +
+                     std::to_string(o.steps) + " to time; use 0 to " + std::to_string(o.steps - 1));
+  }
+  StepReport report;
+  report.options = o;
+  report.threads = LoadConfig(o.config, o.sets).train.threads;
+
+  std::vector<Variant> pair{
+      MakeVariant(o, kPair, "pipeline", false, {"pipeline.activations=keep"}),
+      MakeVariant(o, kPair, "single", true, {}),
+      MakeVariant(o, kPair, "pipeline recompute", false, {"pipeline.activations=recompute"})};
+  std::vector<Variant> unlocked;
+  for (const char* schedule : {"sequential", "gpipe", "1f1b"}) {
+    unlocked.push_back(MakeVariant(o, kUnlocked, schedule, false,
+                                   {"pipeline.activations=keep", "pipeline.lock=off",
+                                    std::string("pipeline.schedule=") + schedule}));
+  }
+  // The same overlap with the boundary over c10d (Gloo on loopback), as
+  // between two machines: what the c10d transport costs against the ring.
+  unlocked.push_back(MakeVariant(o, kUnlocked, "1f1b gloo", false,
+                                 {"pipeline.activations=keep", "pipeline.lock=off",
+                                  "pipeline.schedule=1f1b", "pipeline.transport=gloo"}));
+  TempFolder tmp;
+  int runs = 0;
+  RunAlternated(o, pair, tmp, &runs);
+  RunAlternated(o, unlocked, tmp, &runs);
+
+  {
+    TrainerSpec traced = pair[0].spec;
+    const std::string out = tmp.path() + "/run-traced";
+    traced.trace = out + ".trace.json";
+    const std::vector<double> kept = TimedSteps(o, RunTrainer(traced, out), out);
+    report.traced_mean_step_s = std::accumulate(kept.begin(), kept.end(), 0.0) / kept.size();
+    report.breakdown = BreakdownFromTrace(traced.trace, o.warmup);
+    std::cerr << "bench step: traced pipeline: mean " << report.traced_mean_step_s << " s/step\n";
+  }
+
+  SetRatio(pair[0].row, pair[1].row);
+  report.rows.push_back(pair[1].row);
+  report.rows.push_back(pair[0].row);
+  // What recomputing the encoder's activations costs, against single-process.
+  SetRatio(pair[2].row, pair[1].row);
+  report.rows.push_back(pair[2].row);
+  for (Variant& v : unlocked) {
+    SetRatio(v.row, unlocked[0].row);
+    report.rows.push_back(v.row);
+  }
+  return report;
+}
+
+std::string StepJson(const StepReport& r) {
+  std::string rows;
+  for (const StepRow& row : r.rows) {
+    if (!rows.empty()) rows += ',';
+    rows += RowJson(row);
+  }
+  JsonWriter out;
+  out.Field("bench", "step")
+      .Raw("machine", MachineJson(DescribeMachine()))
+      .Field("config", r.options.config)
+      .Raw("sets", JsonStrings(r.options.sets))
+      .Field("steps", r.options.steps)
+      .Field("rounds", r.options.rounds)
+      .Field("warmup", r.options.warmup)
+      .Field("threads", r.threads)
+      .Raw("results", "[" + rows + "]");
+  const StepBreakdown& b = r.breakdown;
+  JsonWriter breakdown;
+  breakdown.Field("steps", b.steps)
+      .Field("step_ms", r.traced_mean_step_s * 1e3)
+      .Field("turn_ms", b.turn_ms)
+      .Field("compute_ms", b.compute_ms)
+      .Field("transfer_ms", b.transfer_ms);
+  out.Raw("pipeline_breakdown", breakdown.str());
+  return out.str();
+}
+
+std::string StepTable(const StepReport& r) {
+  std::ostringstream s;
+  s << "machine: " << MachineText(DescribeMachine()) << "\n"
+    << "config " << r.options.config << ", " << r.threads << " thread(s) per process, "
+    << r.options.rounds << " runs per row of " << r.options.steps << " steps, first "
+    << r.options.warmup << " of each dropped\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12s %-26s\n", "row", "schedule", "lock",
+                "acts", "median s", "ratio");
+  s << line;
+  for (const StepRow& row : r.rows) {
+    const std::string ratio =
+        row.ratio_to.empty()
+            ? ""
+            : JsonWriter::FormatDouble(std::round(row.ratio * 1000) / 1000) + "x " + row.ratio_to;
+    if (!row.built) {
+      std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12s\n", row.label.c_str(),
+                    row.schedule.c_str(), row.lock.c_str(), row.activations.c_str(), "not built");
+    } else {
+      std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12.4f %-26s\n", row.label.c_str(),
+                    row.schedule.empty() ? "-" : row.schedule.c_str(),
+                    row.lock.empty() ? "-" : row.lock.c_str(),
+                    row.activations.empty() ? "-" : row.activations.c_str(), row.median_step_s,
+                    ratio.c_str());
+    }
+    s << line;
+  }
+  const StepBreakdown& b = r.breakdown;
+  std::snprintf(line, sizeof(line),
+                "traced pipeline run, per step: %.1f ms wall, turns held %.1f ms = compute "
+                "%.1f + boundary transfer %.1f + turn-taking %.1f\n",
+                r.traced_mean_step_s * 1e3, b.turn_ms, b.compute_ms, b.transfer_ms,
+                b.turn_ms - b.compute_ms - b.transfer_ms);
+  s << line;
+  return s.str();
+}
+
+}  // namespace up::bench

@@ -1,0 +1,60 @@
+// `unet-pipeline bench step`: median optimizer-step time of the pipeline next
+// to the single-process trainer on the same config and threads, and of the
+// three schedules with two unlocked stages. Every figure comes from real
+// training runs (bench_trainer.h) alternated in one invocation: pipeline,
+// single, pipeline, single, ... then sequential, gpipe, 1f1b, sequential, ...
+// The first `warmup` steps of every run are dropped; a row's median pools the
+// remaining steps of all its runs. A last traced pipeline run shows where a
+// pipeline step's time goes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/trace_breakdown.h"
+
+namespace up::bench {
+
+struct StepOptions {
+  std::string config;
+  int64_t steps = 8;              // per run
+  int rounds = 3;                 // runs per row
+  int64_t warmup = 2;             // leading steps of each run left out
+  std::vector<std::string> sets;  // "key=value" overrides for every run
+};
+
+struct StepRow {
+  std::string group;        // "pipeline_vs_single" or "unlocked_schedules"
+  std::string label;        // "single", "pipeline", "pipeline recompute", "sequential", ...
+  std::string mode;         // "single" or "pipeline"
+  std::string schedule;     // pipeline rows
+  std::string lock;         // "on" / "off", as resolved for the run
+  std::string activations;  // "keep" / "recompute"
+  bool built = true;        // false: a row this build cannot run yet (no figures)
+  double median_step_s = 0;
+  std::vector<double> run_medians_s;  // one per run, to judge the spread
+  int64_t samples = 0;                // steps pooled into the median
+  std::string ratio_to;               // the peer row's label ("" for none)
+  double ratio = 0;                   // median_step_s / the peer's
+};
+
+struct StepReport {
+  StepOptions options;
+  int threads = 0;  // train.threads of the config
+  std::vector<StepRow> rows;
+  // One more "pipeline" run, traced and not timed with the rows (tracing
+  // costs a little): where its steps' time went (trace_breakdown.h), and
+  // its mean step time (wall) next to it.
+  StepBreakdown breakdown;
+  double traced_mean_step_s = 0;
+};
+
+// UsageError for bad options or a bad config (before any run starts);
+// RuntimeError if a training run fails.
+StepReport RunStepBench(const StepOptions& options);
+
+std::string StepJson(const StepReport& report);
+std::string StepTable(const StepReport& report);
+
+}  // namespace up::bench

@@ -1,0 +1,177 @@
+// See checkpoint.h.
+#include "common/model/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "common/checkpoint_manifest.h"
+#include "common/errors.h"
+#include "common/fs_util.h"
+#include "common/model/unet.h"
+#include "common/sha256.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kManifest = "manifest.json";
+
+std::string FileSha256(const std::string& path) { return Sha256Hex(ReadFile(path)); }
+
+}  // namespace
+
+std::string ModelSignature(const ModelConfig& m) {
+  std::ostringstream s;
+  s << "dims=" << m.dims << ";in=" << m.in_channels << ";classes=" << m.num_classes
+    << ";norm=" << m.norm << ";groups=" << (m.norm == "group" ? m.groups : 0) << ";features=";
+  for (int f : m.features) s << f << ",";
+  return Sha256Hex(s.str());
+}
+
+void SaveStageFile(const std::string& path, torch::nn::Module& module,
+                   torch::optim::Optimizer& optimizer, int64_t step) {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive module_archive;
+  module.save(module_archive);
+  archive.write("module", module_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer.save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("step", torch::tensor(step, torch::kInt64));
+  archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  // Serialized in memory, then written by WriteFileAtomic: a full disk or any
+  // other write error is one clear RuntimeError naming the file, and leaves
+  // no partial file under the final name.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  WriteFileAtomic(path, bytes.str());
+}
+
+int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
+                      torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+    torch::serialize::InputArchive module_archive;
+    archive.read("module", module_archive);
+    // Module::load replaces a tensor of another shape silently: check shapes.
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& t : NamedState(module)) shapes.push_back(t.second.sizes().vec());
+    module.load(module_archive);
+    size_t i = 0;
+    for (const auto& [name, t] : NamedState(module)) {
+      if (t.sizes().vec() != shapes[i++]) {
+        throw UsageError("checkpoint file '" + path + "' does not fit this model: '" + name +
+                         "' has shape " + c10::str(t.sizes()) +
+                         " in the file; resume with the config the run was started with");
+      }
+    }
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer.load(optimizer_archive);
+    torch::Tensor step, rng;
+    archive.read("step", step);
+    archive.read("rng", rng);
+    {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      gen.set_state(rng);
+    }
+    return step.item<int64_t>();
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    what = what.substr(0, what.find('\n'));
+    throw UsageError("checkpoint file '" + path + "' does not fit this model: " + what);
+  }
+}
+
+std::string BeginCheckpoint(const std::string& run_dir, int64_t step) {
+  const fs::path staging =
+      fs::path(run_dir) / "checkpoints" / (".step-" + std::to_string(step) + ".staging");
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+  return staging.string();
+}
+
+StagingCleanup::~StagingCleanup() {
+  std::error_code ec;
+  fs::remove_all(staging_, ec);  // a no-op once committed (renamed away)
+}
+
+std::string CommitCheckpoint(const std::string& run_dir, const std::string& staging, int64_t step,
+                             const std::vector<std::string>& files, const Config& config) {
+  CheckpointManifest manifest;
+  manifest.step = step;
+  manifest.model_signature = ModelSignature(config.model);
+  manifest.config_sha256 = Sha256Hex(DumpConfig(config));
+  for (const std::string& name : files) {
+    const std::string path = (fs::path(staging) / name).string();
+    manifest.files.push_back({name, static_cast<uint64_t>(fs::file_size(path)), FileSha256(path)});
+  }
+  WriteFileAtomic((fs::path(staging) / kManifest).string(), ManifestJson(manifest) + "\n");
+
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  const fs::path final_dir = root / ("step-" + std::to_string(step));
+  std::error_code ec;
+  fs::remove_all(final_dir, ec);  // a re-run of the same step after resume
+  fs::rename(staging, final_dir);
+  FsyncPath(root.string());
+
+  // Keep the newest `keep` checkpoints.
+  std::vector<int64_t> steps;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const int64_t s = StepOfCheckpointDir(e.path().filename().string());
+    if (s >= 0) steps.push_back(s);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = config.checkpoint.keep; i < steps.size(); ++i) {
+    fs::remove_all(root / ("step-" + std::to_string(steps[i])), ec);
+  }
+  return final_dir.string();
+}
+
+std::optional<CheckpointRef> FindLatestCheckpoint(
+    const std::string& run_dir, const Config& config,
+    const std::function<void(const std::string&)>& warn) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  std::vector<std::pair<int64_t, fs::path>> found;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const int64_t s = StepOfCheckpointDir(e.path().filename().string());
+    if (s >= 0 && e.is_directory()) found.emplace_back(s, e.path());
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  const std::string signature = ModelSignature(config.model);
+  for (const auto& [step, dir] : found) {
+    const fs::path manifest_path = dir / kManifest;
+    CheckpointManifest manifest;
+    try {
+      const uint64_t size = fs::file_size(manifest_path);
+      if (size > kMaxManifestBytes) {
+        throw RuntimeError("manifest is " + std::to_string(size) + " bytes, expected at most " +
+                           std::to_string(kMaxManifestBytes));
+      }
+      manifest = ParseManifest(ReadFile(manifest_path.string()));
+      if (manifest.step != step) {
+        throw RuntimeError("manifest is for step " + std::to_string(manifest.step));
+      }
+    } catch (const std::exception& e) {
+      warn("checkpoint '" + dir.string() + "' skipped: unreadable manifest (" + e.what() + ")");
+      continue;
+    }
+    if (manifest.model_signature != signature) {
+      throw UsageError("checkpoint '" + dir.string() +
+                       "' was written for a different model (model.* differs from this config); "
+                       "resume with the run's own config or start a new run");
+    }
+    const std::string problem = VerifyCheckpointFiles(dir.string(), manifest);
+    if (problem.empty()) return CheckpointRef{step, dir.string()};
+    warn("checkpoint '" + dir.string() + "' skipped: " + problem);
+  }
+  return std::nullopt;
+}
+
+}  // namespace up

@@ -1,0 +1,33 @@
+// CPU-only implementation of device_memory.h, for LibTorch builds without CUDA.
+#include "common/errors.h"
+#include "common/model/device_memory.h"
+
+namespace up {
+
+bool CudaBuilt() { return false; }
+int CudaDeviceCount() { return 0; }
+
+torch::Device ParseDevice(const std::string& value, const std::string& what) {
+  if (value == "cpu") return torch::Device(torch::kCPU);
+  throw UsageError(what + " = " + value + ": this build of LibTorch has no CUDA support; use cpu");
+}
+
+void ReleaseCachedMemory(const torch::Device&) {}
+int64_t PeakDeviceBytes(const torch::Device&) { return 0; }
+void SetMemoryFraction(const torch::Device&, double) {}
+void ApplyMemoryCapFromEnv(const torch::Device&) {}
+torch::Tensor EmptyHostLike(const torch::Tensor& like) {
+  return torch::empty(like.sizes(), torch::TensorOptions().dtype(like.dtype()));
+}
+bool RegisterHostMemory(void*, size_t) { return false; }
+void UnregisterHostMemory(void*) {}
+
+struct SideCopyStream::Impl {};
+SideCopyStream::SideCopyStream(const torch::Device&) {}
+SideCopyStream::~SideCopyStream() = default;
+void SideCopyStream::Begin() {}
+void SideCopyStream::End() {}
+void SideCopyStream::Join() {}
+void SideCopyStream::Synchronize() {}
+
+}  // namespace up

@@ -1,0 +1,61 @@
+// See stage_optimizer.h.
+#include "common/model/stage_optimizer.h"
+
+#include <cmath>
+
+namespace up {
+
+double ScheduledLr(const TrainConfig& t, int64_t step) {
+  if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / t.warmup_steps;
+  if (t.lr_schedule == "cosine") {
+    const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
+    const double progress = static_cast<double>(step - t.warmup_steps) / span;
+    return 0.5 * t.lr * (1.0 + std::cos(M_PI * progress));
+  }
+  return t.lr;
+}
+
+StageOptimizer::StageOptimizer(torch::nn::Module& module, const TrainConfig& train)
+    : train_(train), params_(module.parameters(/*recurse=*/true)) {
+  if (train.optimizer == "sgd") {
+    optimizer_ =
+        std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(train.lr)
+                                                         .momentum(train.momentum)
+                                                         .weight_decay(train.weight_decay));
+  } else {
+    optimizer_ = std::make_unique<torch::optim::Adam>(
+        params_, torch::optim::AdamOptions(train.lr).weight_decay(train.weight_decay));
+  }
+}
+
+void StageOptimizer::BeginStep(int64_t step) {
+  const double lr = ScheduledLr(train_, step);
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  optimizer_->zero_grad(/*set_to_none=*/true);
+}
+
+torch::Tensor StageOptimizer::GradNorms() const {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params_) {
+    norms.push_back(p.grad().defined() ? p.grad().detach().norm(2).to(torch::kCPU, torch::kFloat32)
+                                       : torch::zeros({}, torch::kFloat32));
+  }
+  return torch::stack(norms);  // (P,)
+}
+
+void StageOptimizer::Step(const torch::Tensor& all_norms) {
+  if (train_.grad_clip > 0) {
+    torch::NoGradGuard no_grad;
+    const double total = all_norms.norm(2).item<double>();
+    const double coef = train_.grad_clip / (total + 1e-6);
+    if (coef < 1.0) {
+      for (auto& p : params_) {
+        if (p.grad().defined()) p.grad().mul_(coef);
+      }
+    }
+  }
+  optimizer_->step();
+}
+
+}  // namespace up

@@ -1,0 +1,68 @@
+// See run_summary.h.
+#include "launcher/run_summary.h"
+
+#include "common/logging.h"
+#include "common/model/stage_optimizer.h"
+#include "launcher/stop_signal.h"
+
+namespace up {
+
+void TrainSummary::SetThroughput(int64_t first, int64_t completed, int batch_size) {
+  steps = completed;
+  samples_per_s = wall_s > 0 ? (completed - first) * batch_size / wall_s : 0;
+}
+
+void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
+                       double step_s) {
+  JsonWriter line;
+  line.Field("step", step + 1)
+      .Field("loss", loss)
+      .Field("dice", dice)
+      .Field("lr", ScheduledLr(t, step))
+      .Field("step_s", step_s)
+      .Field("samples_per_s", t.batch_size / step_s);
+  run.AppendMetrics(line.str());
+}
+
+StepEnd DecideStepEnd(const Config& config, int64_t step) {
+  StepEnd end;
+  end.stopping = StopSignals::requested() != 0 && step + 1 < config.train.steps;
+  const bool last = step + 1 == config.train.steps || end.stopping;
+  end.checkpoint =
+      last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0);
+  return end;
+}
+
+void WarnStopped(int64_t completed, const RunDir& run) {
+  LogWarn(Str("stop requested: step ", completed, " is checkpointed; continue with --resume ",
+              run.path()));
+}
+
+void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mode_fields,
+                     const TrainSummary& summary, const std::vector<ProcessFigures>& processes) {
+  JsonWriter rss, device_peak, busy;
+  bool any_busy = false;
+  for (const ProcessFigures& p : processes) {
+    rss.Field(p.name, p.peak_rss_bytes);
+    if (p.peak_device_bytes) device_peak.Field(p.name, *p.peak_device_bytes);
+    if (p.busy_s) {
+      busy.Field(p.name, summary.wall_s > 0 ? *p.busy_s / summary.wall_s : 0.0);
+      any_busy = true;
+    }
+  }
+  std::string body = JsonWriter().Field("mode", mode).str();
+  const std::string own = mode_fields.str();  // "{...}": spliced in after "mode"
+  if (own.size() > 2) body = body.substr(0, body.size() - 1) + "," + own.substr(1);
+  JsonWriter common;
+  common.Field("steps", summary.steps)
+      .Field("final_loss", summary.final_loss)
+      .Field("wall_s", summary.wall_s)
+      .Field("samples_per_s", summary.samples_per_s)
+      .Raw("peak_rss_bytes", rss.str())
+      .Raw("peak_device_bytes", device_peak.str());
+  if (any_busy) common.Raw("busy_fraction", busy.str());
+  common.Field("param_digest", summary.param_digest);
+  run.WriteSummary(body.substr(0, body.size() - 1) + "," + common.str().substr(1));
+}
+
+}  // namespace up

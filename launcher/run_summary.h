@@ -1,0 +1,70 @@
+// What a training run records, for both trainers: each step's line in
+// metrics.jsonl, the figures returned to the caller and the one writer of
+// the run folder's summary.json.
+//
+// metrics.jsonl (a line a step):
+//   {"step", "loss", "dice", "lr", "step_s", "samples_per_s"}
+//
+// summary.json (one line; keys in this order):
+//   {"mode": "pipeline" | "single-process", <the mode's own fields>,
+//    "steps", "final_loss", "wall_s", "samples_per_s",
+//    "peak_rss_bytes": {process: bytes}, "peak_device_bytes": {process: bytes},
+//    ["busy_fraction": {process: fraction of wall_s}], "param_digest"}
+// The pipeline's own fields are schedule, transport, nnodes and run_id; a
+// process without a device peak (the launcher) is left out of
+// peak_device_bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/json_writer.h"
+#include "common/run_dir.h"
+
+namespace up {
+
+struct TrainSummary {
+  int64_t steps = 0;  // the last completed step
+  double final_loss = 0;
+  double wall_s = 0;
+  double samples_per_s = 0;
+  std::string param_digest;
+
+  // Sets steps and samples_per_s for a run that trained from step `first`
+  // to `completed` at `batch_size` samples a step in wall_s.
+  void SetThroughput(int64_t first, int64_t completed, int batch_size);
+};
+
+// Appends step `step`'s line (step counts from 1 in the file) to metrics.jsonl.
+void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
+                       double step_s);
+
+// How step `step` (0-based) ends: with a checkpoint (the last step, every
+// checkpoint.every steps, or a stop signal), and whether the run then stops
+// (a stop signal arrived: finish this step, checkpoint it, leave the loop).
+struct StepEnd {
+  bool checkpoint = false;
+  bool stopping = false;
+};
+StepEnd DecideStepEnd(const Config& config, int64_t step);
+
+// The warning a stopped run leaves: where it is checkpointed, how to go on.
+void WarnStopped(int64_t completed, const RunDir& run);
+
+// One process's figures for summary.json.
+struct ProcessFigures {
+  std::string name;  // "trainer", "launcher", "encoder", "decoder"
+  int64_t peak_rss_bytes = 0;
+  std::optional<int64_t> peak_device_bytes;  // none: not on a device (the launcher)
+  std::optional<double> busy_s;              // time holding the device turn (stages)
+};
+
+// Writes summary.json: `mode`, then `mode_fields` (a JsonWriter's fields in
+// order), then the common figures.
+void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mode_fields,
+                     const TrainSummary& summary, const std::vector<ProcessFigures>& processes);
+
+}  // namespace up

@@ -1,0 +1,205 @@
+// See check.h.
+#include "launcher/tools/check.h"
+
+#include <stdlib.h>
+
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "common/command_line.h"
+#include "common/config.h"
+#include "common/data/dataset.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/model/loss.h"
+#include "common/model/stage_optimizer.h"
+#include "common/model/tensor_diff.h"
+#include "common/model/tensor_file.h"
+#include "common/model/unet.h"
+#include "common/recording_format.h"
+#include "launcher/child_process.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SelfExe() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw RuntimeError("cannot find this program's path: " + ec.message());
+  return self.string();
+}
+
+// A scratch folder removed at the end unless the user asked to keep it.
+struct Scratch {
+  explicit Scratch(const std::string& keep) : path(keep), keep(!keep.empty()) {
+    if (keep.empty()) {
+      char tmpl[] = "/tmp/up-check-XXXXXX";
+      if (!mkdtemp(tmpl)) throw RuntimeError("cannot create a folder under /tmp");
+      path = tmpl;
+    }
+    fs::create_directories(path);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    if (!keep) fs::remove_all(path, ec);
+  }
+  std::string path;
+  bool keep;
+};
+
+// Compares `state` (a stage's parameters and buffers) with the recorded ones.
+void CompareWeights(DiffReport& report, const std::string& dir, const recording::Index& index,
+                    const std::string& stage, int64_t step, const NamedTensors& state) {
+  const std::string stem = fs::path(recording::WeightsFile(stage, step)).stem().string();
+  const recording::Entry* e = index.Find("weights", stage, step);
+  if (!e) return report.Missing(stem, "the pipeline did not record it");
+  const NamedTensors want = LoadTensorFile((fs::path(dir) / e->file).string());
+  for (const auto& [name, t] : state) {
+    auto it =
+        std::find_if(want.begin(), want.end(), [&](const auto& w) { return w.first == name; });
+    if (it == want.end())
+      report.Missing(stem + ":" + name, "not in the pipeline's weights");
+    else
+      report.Compare(stem + ":" + name, t, it->second);
+  }
+}
+
+void CompareBoundary(DiffReport& report, const std::string& dir, const recording::Index& index,
+                     const std::string& direction, int64_t step, int mb,
+                     const std::vector<torch::Tensor>& tensors) {
+  const std::string stem = fs::path(recording::BoundaryFile(direction, step, mb)).stem().string();
+  const recording::Entry* e = index.Find("boundary", direction, step, mb);
+  if (!e) return report.Missing(stem, "the pipeline did not record it");
+  const NamedTensors want = LoadTensorFile((fs::path(dir) / e->file).string());
+  if (want.size() != tensors.size())
+    return report.Missing(stem,
+                          "the pipeline recorded " + std::to_string(want.size()) + " tensors");
+  for (size_t i = 0; i < tensors.size(); ++i)
+    report.Compare(stem + ":" + want[i].first, tensors[i], want[i].second);
+}
+
+// The reference: single-process training (as RunSingleProcess does it), with
+// views tapping the boundary so the decoder's share of its gradients shows.
+void CompareWithReference(const Config& config, const std::string& dir, DiffReport& report) {
+  const recording::Index index = recording::ReadIndex(dir);
+  const TrainConfig& t = config.train;
+  UNet model(config.model, t.seed);
+  model->train();
+  StageOptimizer enc_opt(*model->encoder, t);
+  StageOptimizer dec_opt(*model->decoder, t);
+  auto data = MakeDataset(config);
+  for (int64_t step = 0; step < t.steps; ++step) {
+    const int failures_before = static_cast<int>(report.failures().size());
+    CompareWeights(report, dir, index, "encoder", step, NamedState(*model->encoder));
+    CompareWeights(report, dir, index, "decoder", step, NamedState(*model->decoder));
+    enc_opt.BeginStep(step);
+    dec_opt.BeginStep(step);
+    for (int mb = 0; mb < t.micro_batches; ++mb) {
+      MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
+      Boundary b = model->encoder->forward(batch.images);  // as the encoder sends it
+      Boundary tapped;  // views: their grads are the decoder's share (what it sends back)
+      tapped.bottleneck = b.bottleneck.view_as(b.bottleneck);
+      for (const auto& s : b.skips) tapped.skips.push_back(s.view_as(s));
+      std::vector<torch::Tensor> taps{tapped.bottleneck};
+      taps.insert(taps.end(), tapped.skips.begin(), tapped.skips.end());
+      for (auto& tap : taps) tap.retain_grad();
+      CompareBoundary(report, dir, index, "forward", step, mb, taps);
+      torch::Tensor logits = model->decoder->forward(tapped);  // (n, K, *S)
+      torch::Tensor loss = SegmentationLoss(logits, batch.masks, t.loss) / t.micro_batches;
+      loss.backward();
+      const std::string loss_label = "loss-s" + std::to_string(step) + "-m" + std::to_string(mb);
+      if (const recording::Entry* e = index.Find("loss", "decoder", step, mb)) {
+        report.Compare(loss_label, torch::tensor(loss.item<double>(), torch::kFloat64),
+                       torch::tensor(e->value, torch::kFloat64));
+      } else {
+        report.Missing(loss_label, "the pipeline did not record it");
+      }
+      std::vector<torch::Tensor> grads;
+      for (const auto& tap : taps) grads.push_back(tap.grad());
+      CompareBoundary(report, dir, index, "backward", step, mb, grads);
+    }
+    torch::Tensor norms = torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P,)
+    enc_opt.Step(norms);
+    dec_opt.Step(norms);
+    const int bad = static_cast<int>(report.failures().size()) - failures_before;
+    std::printf("step %lld: %s\n", static_cast<long long>(step + 1),
+                bad ? (std::to_string(bad) + " tensors differ").c_str()
+                    : "weights, boundary, loss and gradients match");
+  }
+  CompareWeights(report, dir, index, "encoder", t.steps, NamedState(*model->encoder));
+  CompareWeights(report, dir, index, "decoder", t.steps, NamedState(*model->decoder));
+}
+
+}  // namespace
+
+int CheckMain(int argc, char** argv) {
+  cxxopts::Options options("unet-pipeline check",
+                           "Train the pipeline and the single-process reference side by side and "
+                           "compare every tensor at every step.");
+  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
+      "steps", "steps to train and compare", cxxopts::value<int64_t>()->default_value("2"))(
+      "set", "override a key: --set key.path=value (repeatable)",
+      cxxopts::value<std::vector<std::string>>())("atol", "absolute tolerance",
+                                                  cxxopts::value<double>()->default_value("0"))(
+      "rtol", "relative tolerance", cxxopts::value<double>()->default_value("0"))(
+      "keep", "keep the pipeline's run and recording in this folder",
+      cxxopts::value<std::string>())("v,verbose", "print every tensor compared")("h,help",
+                                                                                 "this help");
+  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline check --help");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
+  InitLogging("check", LogLevel::kWarn);
+  if (!args.count("config")) throw UsageError("check needs --config FILE");
+  const std::string config_path = args["config"].as<std::string>();
+  const int64_t steps = args["steps"].as<int64_t>();
+  if (steps < 1) throw UsageError("--steps " + std::to_string(steps) + ": must be >= 1");
+  std::vector<std::string> overrides =
+      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                        : std::vector<std::string>{};
+  overrides.push_back("train.steps=" + std::to_string(steps));
+  const Config config = LoadConfig(config_path, overrides);
+  const Tolerance tol{args["atol"].as<double>(), args["rtol"].as<double>()};
+  if (tol.atol < 0 || tol.rtol < 0) throw UsageError("--atol and --rtol must be >= 0");
+
+  Scratch scratch(args.count("keep") ? args["keep"].as<std::string>() : "");
+  const std::string recording = (fs::path(scratch.path) / "recording").string();
+  std::vector<std::string> train{"train",
+                                 "--config",
+                                 config_path,
+                                 "--out",
+                                 (fs::path(scratch.path) / "pipeline").string(),
+                                 "--record",
+                                 recording,
+                                 "--record-steps",
+                                 std::to_string(steps),
+                                 "-q"};
+  for (const std::string& o : overrides) train.insert(train.end(), {"--set", o});
+  std::cout << "check: training the pipeline for " << steps << " steps (recording every tensor)"
+            << std::endl;
+  ChildProcess child = ChildProcess::Spawn({"pipeline", SelfExe(), train, {}, true});
+  const ExitStatus status = child.Wait(std::chrono::steady_clock::now() + std::chrono::hours(24));
+  if (!status.success()) {
+    throw RuntimeError("the pipeline run " + status.Describe() +
+                       "; run it alone to see why: unet-pipeline train --config " + config_path);
+  }
+
+  std::cout << "check: training the single-process reference and comparing" << std::endl;
+  torch::set_num_threads(config.train.threads);
+  DiffReport report(std::cout, tol, args.count("verbose") > 0);
+  CompareWithReference(config, recording, report);
+  if (report.failures().empty()) {
+    std::cout << "check passed: " << report.Summary() << std::endl;
+    return 0;
+  }
+  std::cout << "check FAILED: " << report.Summary() << std::endl;
+  if (!scratch.keep) std::cout << "(keep the recording with --keep DIR to inspect it)" << std::endl;
+  return 1;
+}
+
+}  // namespace up

@@ -1,0 +1,162 @@
+// See memory_plan.h.
+#include "launcher/tools/memory_plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "common/errors.h"
+
+namespace up {
+namespace {
+
+int64_t Pow(int64_t base, int exp) {
+  int64_t r = 1;
+  for (int i = 0; i < exp; ++i) r *= base;
+  return r;
+}
+
+int64_t Voxels(const Config& c, int level) {
+  int64_t v = 1;
+  for (int s : c.data.size) v *= s >> level;
+  return v;
+}
+
+// A double convolution in -> out: two bias-free 3^d convs, two norms.
+void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s) {
+  const int64_t k = Pow(3, c.model.dims);
+  s->parameters += k * in * out + k * out * out + 4 * out;         // convs + two affine norms
+  if (c.model.norm == "batch") s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
+  s->activation_elements += in * voxels + 4 * out * voxels;
+  s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
+}
+
+int BytesPerActivation(const Config& c) { return c.train.precision == "bf16" ? 2 : 4; }
+
+int64_t StateBytes(const Config& c, const StageCounts& s) {
+  const int64_t optimizer_copies = c.train.optimizer == "adam" ? 2 : (c.train.momentum > 0 ? 1 : 0);
+  return 4 * (s.parameters * (2 + optimizer_copies) + s.buffer_elements);
+}
+
+}  // namespace
+
+StageCounts EncoderCounts(const Config& c) {
+  StageCounts s;
+  int64_t in = c.model.in_channels;
+  const int levels = static_cast<int>(c.model.features.size());
+  for (int i = 0; i < levels; ++i) {
+    const int64_t f = c.model.features[i];
+    AddDoubleConv(c, in, f, Voxels(c, i), &s);
+    s.activation_elements += 2 * f * Voxels(c, i + 1);  // max-pool indices (int64 = 2 floats)
+    in = f;
+  }
+  AddDoubleConv(c, in, 2 * in, Voxels(c, levels), &s);
+  return s;
+}
+
+StageCounts DecoderCounts(const Config& c) {
+  StageCounts s;
+  const int levels = static_cast<int>(c.model.features.size());
+  int64_t in = 2 * c.model.features.back();
+  for (int i = levels - 1; i >= 0; --i) {
+    const int64_t f = c.model.features[i];
+    s.parameters += in * f * Pow(2, c.model.dims) + f;  // transposed conv + bias
+    AddDoubleConv(c, 2 * f, f, Voxels(c, i), &s);       // its input is the concatenation
+    in = f;
+  }
+  s.parameters += c.model.features[0] * c.model.num_classes + c.model.num_classes;  // 1x1 head
+  s.activation_elements += 2 * c.model.num_classes * Voxels(c, 0);  // logits, softmax
+  s.largest_tensor = std::max(s.largest_tensor, 2 * c.model.features[0] * Voxels(c, 0));
+  return s;
+}
+
+std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
+  const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
+  const int64_t n = c.train.batch_size / c.train.micro_batches;  // samples per micro-batch
+  const int64_t m = c.train.micro_batches;
+  const int64_t a = BytesPerActivation(c);
+  int64_t boundary =
+      2 * c.model.features.back() * Voxels(c, static_cast<int>(c.model.features.size()));
+  for (size_t i = 0; i < c.model.features.size(); ++i)
+    boundary += c.model.features[i] * Voxels(c, static_cast<int>(i));
+  const int64_t boundary_bytes = boundary * n * a;
+
+  std::vector<PlanRow> rows;
+  PlanRow single{"single-process", "forward+backward of one micro-batch"};
+  single.state_bytes = StateBytes(c, enc) + StateBytes(c, dec);
+  single.activation_bytes = (enc.activation_elements + dec.activation_elements) * n * a;
+  single.workspace_bytes = 2 * std::max(enc.largest_tensor, dec.largest_tensor) * n * a;
+  single.context_bytes = kContextAllowanceBytes;
+  rows.push_back(single);
+
+  for (const char* policy : {"keep", "recompute"}) {
+    const bool keep = std::string(policy) == "keep";
+    // Encoder turns: its state, its activations (all micro-batches with keep,
+    // one at a time with recompute), the boundary it writes out.
+    const int64_t enc_acts = enc.activation_elements * n * a * (keep ? m : 1);
+    const int64_t enc_turn =
+        StateBytes(c, enc) + enc_acts + boundary_bytes + 2 * enc.largest_tensor * n * a;
+    // Decoder turn: its state and one micro-batch's activations, the boundary
+    // and its gradients on the device; with keep, the encoder's kept
+    // activations stay on the device too (autograd's saved tensors cannot be parked).
+    const int64_t kept_from_encoder = keep ? enc.activation_elements * n * a * m : 0;
+    const int64_t dec_turn = StateBytes(c, dec) + dec.activation_elements * n * a +
+                             kept_from_encoder + 2 * boundary_bytes +
+                             2 * dec.largest_tensor * n * a;
+    PlanRow row{std::string("pipeline ") + policy,
+                dec_turn >= enc_turn ? "decoder turn" : "encoder turn"};
+    const bool dec_peak = dec_turn >= enc_turn;
+    row.state_bytes = dec_peak ? StateBytes(c, dec) : StateBytes(c, enc);
+    row.activation_bytes =
+        dec_peak ? dec.activation_elements * n * a + kept_from_encoder : enc_acts;
+    row.boundary_bytes = dec_peak ? 2 * boundary_bytes : boundary_bytes;
+    row.workspace_bytes = 2 * (dec_peak ? dec.largest_tensor : enc.largest_tensor) * n * a;
+    row.context_bytes = 2 * kContextAllowanceBytes;  // two processes, two contexts
+    rows.push_back(row);
+  }
+  for (PlanRow& r : rows) {
+    r.peak_bytes =
+        r.state_bytes + r.activation_bytes + r.boundary_bytes + r.workspace_bytes + r.context_bytes;
+    r.fits = r.peak_bytes <= budget;
+  }
+  return rows;
+}
+
+int64_t ParseBytes(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  std::string unit = text.substr(i);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double value = 0;
+  try {
+    value = std::stod(text.substr(0, i));
+  } catch (const std::exception&) {
+    throw UsageError("--gpu-mem " + text + ": expected a size like 16GiB, 12000MiB or 1.5GB");
+  }
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "kib") scale = 1024.0;
+  if (unit == "mib") scale = 1024.0 * 1024;
+  if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  if (unit == "kb") scale = 1e3;
+  if (unit == "mb") scale = 1e6;
+  if (unit == "gb") scale = 1e9;
+  if (scale == 0 || value <= 0)
+    throw UsageError("--gpu-mem " + text + ": expected a size like 16GiB, 12000MiB or 1.5GB");
+  return static_cast<int64_t>(std::llround(value * scale));
+}
+
+std::string FormatBytes(int64_t bytes) {
+  char buf[32];
+  if (bytes >= (1LL << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / 1073741824.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f MiB", bytes / 1048576.0);
+  }
+  return buf;
+}
+
+}  // namespace up

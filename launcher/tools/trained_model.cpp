@@ -1,0 +1,74 @@
+// See trained_model.h.
+#include "launcher/tools/trained_model.h"
+
+#include <filesystem>
+
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/model/checkpoint.h"
+#include "common/model/stage_optimizer.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <typename Module>
+void LoadHalf(const std::string& path, Module& module, const TrainConfig& train) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    throw UsageError("checkpoint file '" + path +
+                     "' is missing; give a complete checkpoint (RUN/checkpoints/step-N)");
+  }
+  StageOptimizer scratch(*module, train);  // the file holds optimizer state too
+  LoadStageFile(path, *module, scratch.optimizer());
+}
+
+}  // namespace
+
+torch::Tensor TrainedModel::Logits(const torch::Tensor& images) {
+  torch::NoGradGuard no_grad;
+  return decoder->forward(encoder->forward(images));  // (N, num_classes, *S)
+}
+
+TrainedModel LoadTrainedModel(const std::string& dir) {
+  std::error_code ec;
+  fs::path path = fs::path(dir).lexically_normal();
+  if (!path.has_filename() && path.has_parent_path()) path = path.parent_path();  // "DIR/"
+  TrainedModel m;
+  if (fs::exists(path / "manifest.json", ec)) {
+    const fs::path run = fs::absolute(path).parent_path().parent_path();
+    if (!fs::exists(run / "config.yaml", ec)) {
+      throw UsageError("--checkpoint " + dir + ": no config.yaml in '" + run.string() +
+                       "', the run folder above this checkpoint; give a checkpoint inside its run");
+    }
+    m.config = LoadConfig((run / "config.yaml").string(), {});
+    m.checkpoint_dir = path.string();
+    const std::string name = path.filename().string();
+    m.step = name.rfind("step-", 0) == 0 ? std::stoll("0" + name.substr(5)) : 0;
+  } else if (fs::exists(path / "config.yaml", ec)) {
+    m.config = LoadConfig((path / "config.yaml").string(), {});
+    const auto found =
+        FindLatestCheckpoint(dir, m.config, [](const std::string& w) { LogWarn(w); });
+    if (!found) {
+      throw UsageError("--checkpoint " + dir +
+                       ": this run has no complete checkpoint yet; train it further or give "
+                       "another run");
+    }
+    m.checkpoint_dir = found->dir;
+    m.step = found->step;
+  } else {
+    throw UsageError("--checkpoint " + dir +
+                     ": neither a run folder (config.yaml) nor a checkpoint (manifest.json); give "
+                     "a run's --out folder or its checkpoints/step-N");
+  }
+  m.encoder = UNetEncoder(m.config.model, 0);
+  m.decoder = UNetDecoder(m.config.model, 0);
+  LoadHalf((fs::path(m.checkpoint_dir) / "encoder.pt").string(), m.encoder, m.config.train);
+  LoadHalf((fs::path(m.checkpoint_dir) / "decoder.pt").string(), m.decoder, m.config.train);
+  m.encoder->eval();
+  m.decoder->eval();
+  return m;
+}
+
+}  // namespace up

@@ -1,0 +1,274 @@
+// See stage_alone.h.
+#include "stage/stage_alone.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "common/command_line.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/model/tensor_diff.h"
+#include "common/model/tensor_file.h"
+#include "common/model/unet.h"
+#include "common/recording_format.h"
+
+namespace up::stage {
+
+// The stage shell is written in the control protocol's and the transports' terms.
+using namespace ipc;  // NOLINT(build/namespaces)
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Stem(const std::string& file) { return fs::path(file).stem().string(); }
+
+// The other stage's messages, from the recording, in (step, micro-batch) order.
+class RecordedReceiver : public TensorReceiver {
+ public:
+  RecordedReceiver(std::string dir, const recording::Index& index, const std::string& direction)
+      : dir_(std::move(dir)), direction_(direction) {
+    for (const auto& e : index.entries)
+      if (e.kind == "boundary" && e.direction == direction) queue_.push_back(e);
+    std::sort(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.step, a.micro_batch) < std::tie(b.step, b.micro_batch);
+    });
+  }
+  TensorMessage Receive(Deadline) override {
+    if (next_ >= queue_.size())
+      throw UsageError("the recording holds no more " + direction_ + " messages to replay");
+    const recording::Entry& e = queue_[next_++];
+    TensorMessage m;
+    m.meta = {static_cast<uint64_t>(e.step), static_cast<uint32_t>(e.micro_batch),
+              direction_ == "forward" ? Direction::kForward : Direction::kBackward};
+    for (auto& [name, t] : LoadTensorFile((fs::path(dir_) / e.file).string()))
+      m.tensors.push_back({name, t});
+    return m;
+  }
+  void Release(const TensorMessage&) override {}
+
+ private:
+  std::string dir_, direction_;
+  std::vector<recording::Entry> queue_;
+  size_t next_ = 0;
+};
+
+// Compares what the stage sends with what was recorded.
+class ComparingSender : public TensorSender {
+ public:
+  ComparingSender(std::string dir, const recording::Index& index, DiffReport& report)
+      : dir_(std::move(dir)), index_(index), report_(report) {}
+  void Send(const MessageMeta& meta, const std::vector<NamedTensor>& tensors, Deadline) override {
+    const std::string direction = meta.direction == Direction::kForward ? "forward" : "backward";
+    const int64_t step = static_cast<int64_t>(meta.step);
+    const int mb = static_cast<int>(meta.micro_batch);
+    const recording::Entry* e = index_.Find("boundary", direction, step, mb);
+    const std::string stem = Stem(recording::BoundaryFile(direction, step, mb));
+    if (!e) return report_.Missing(stem, "not in the recording");
+    const NamedTensors want = LoadTensorFile((fs::path(dir_) / e->file).string());
+    for (const NamedTensor& t : tensors) {
+      auto it =
+          std::find_if(want.begin(), want.end(), [&](const auto& w) { return w.first == t.name; });
+      if (it == want.end())
+        report_.Missing(stem + ":" + t.name, "not in the recording");
+      else
+        report_.Compare(stem + ":" + t.name, t.tensor, it->second);
+    }
+  }
+
+ private:
+  std::string dir_;
+  const recording::Index& index_;
+  DiffReport& report_;
+};
+
+// Random tensors shaped like the boundary, for --standalone.
+class SyntheticReceiver : public TensorReceiver {
+ public:
+  SyntheticReceiver(BoundarySpec spec, int micro_batches, Direction direction)
+      : spec_(std::move(spec)), micro_batches_(micro_batches), direction_(direction) {}
+  TensorMessage Receive(Deadline) override {
+    TensorMessage m;
+    m.meta = {static_cast<uint64_t>(count_ / micro_batches_),
+              static_cast<uint32_t>(count_ % micro_batches_), direction_};
+    ++count_;
+    for (size_t i = 0; i < spec_.names.size(); ++i)
+      m.tensors.push_back({spec_.names[i], torch::randn(spec_.shapes[i])});  // boundary shape
+    return m;
+  }
+  void Release(const TensorMessage&) override {}
+
+ private:
+  BoundarySpec spec_;
+  int micro_batches_;
+  Direction direction_;
+  int64_t count_ = 0;
+};
+
+class DiscardingSender : public TensorSender {
+ public:
+  void Send(const MessageMeta&, const std::vector<NamedTensor>&, Deadline) override {}
+};
+
+// One step of the sequential schedule for this stage alone.
+std::vector<TurnRequest> StepTurns(const std::string& stage, int64_t step, int micro_batches,
+                                   const std::vector<float>& peer_norms) {
+  TurnRequest work{step, {}, {}}, tail{step, {}, {}};
+  for (int m = 0; m < micro_batches; ++m) {
+    if (stage == "encoder") {
+      work.actions.push_back({Op::kForward, m});
+      tail.actions.push_back({Op::kBackward, m});
+    } else {
+      work.actions.push_back({Op::kForwardBackward, m});
+    }
+  }
+  tail.actions.push_back({Op::kStep, -1});
+  tail.peer_norms = peer_norms;
+  return {work, tail};
+}
+
+int Replay(const std::string& dir, const std::string& stage, const WorkerFactory& factory,
+           const Tolerance& tol) {
+  const Config config = LoadConfig((fs::path(dir) / recording::kConfigFile).string(), {});
+  torch::set_num_threads(config.train.threads);
+  const recording::Index index = recording::ReadIndex(dir);
+  if (index.steps.empty()) throw UsageError("recording '" + dir + "' holds no recorded step");
+  const bool encoder = stage == "encoder";
+  DiffReport report(std::cout, tol, /*verbose=*/true);
+  RecordedReceiver receiver(dir, index, encoder ? "backward" : "forward");
+  ComparingSender sender(dir, index, report);
+  StageContext ctx;
+  ctx.config = config;
+  ctx.sender = &sender;
+  ctx.receiver = &receiver;
+  std::unique_ptr<StageWorker> worker = factory(ctx);
+  const recording::Entry* start = index.Find("stage_file", stage, index.steps.front());
+  if (!start) throw UsageError("recording '" + dir + "' has no " + stage + " stage file");
+  worker->Load((fs::path(dir) / start->file).string());
+  worker->on_loss = [&](int64_t step, int mb, double loss) {
+    const std::string label = "loss-s" + std::to_string(step) + "-m" + std::to_string(mb);
+    const recording::Entry* e = index.Find("loss", "decoder", step, mb);
+    if (!e) return report.Missing(label, "not in the recording");
+    report.Compare(label, torch::tensor(loss, torch::kFloat64),
+                   torch::tensor(e->value, torch::kFloat64));
+  };
+  std::cout << "replaying the " << stage << " stage over steps";
+  for (int64_t s : index.steps) std::cout << " " << s;
+  std::cout << " of " << dir << " (0-based)" << std::endl;
+  for (int64_t step : index.steps) {
+    std::vector<float> peer_norms;
+    if (const recording::Entry* n = index.Find("peer_norms", stage, step)) {
+      const torch::Tensor t = LoadTensorFile((fs::path(dir) / n->file).string()).at(0).second;
+      peer_norms.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());  // (P_peer,)
+    }
+    for (const TurnRequest& turn : StepTurns(stage, step, index.micro_batches, peer_norms))
+      worker->RunTurn(turn);
+    const recording::Entry* after = index.Find("weights", stage, step + 1);
+    if (!after) {
+      report.Missing(Stem(recording::WeightsFile(stage, step + 1)), "not in the recording");
+      continue;
+    }
+    const NamedTensors want = LoadTensorFile((fs::path(dir) / after->file).string());
+    const NamedTensors got = NamedState(worker->module());
+    for (const auto& [name, t] : want) {
+      auto it =
+          std::find_if(got.begin(), got.end(), [&](const auto& g) { return g.first == name; });
+      const std::string label = Stem(after->file) + ":" + name;
+      if (it == got.end())
+        report.Missing(label, "the stage has no such tensor");
+      else
+        report.Compare(label, it->second, t);
+    }
+  }
+  std::cout << stage << " replay: " << report.Summary() << std::endl;
+  return report.failures().empty() ? 0 : 1;
+}
+
+int Standalone(const std::string& config_path, const std::vector<std::string>& overrides,
+               int64_t steps, const std::string& stage, const WorkerFactory& factory) {
+  const Config config = LoadConfig(config_path, overrides);
+  torch::set_num_threads(config.train.threads);
+  const TrainConfig& t = config.train;
+  SyntheticReceiver receiver(
+      BoundaryShapes(config.model, config.data.size, t.batch_size / t.micro_batches),
+      t.micro_batches, stage == "encoder" ? Direction::kBackward : Direction::kForward);
+  DiscardingSender sender;
+  StageContext ctx;
+  ctx.config = config;
+  ctx.sender = &sender;
+  ctx.receiver = &receiver;
+  std::unique_ptr<StageWorker> worker = factory(ctx);
+  double total_s = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const TurnRequest& turn : StepTurns(stage, step, t.micro_batches, {}))
+      worker->RunTurn(turn);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step > 0) total_s += s;  // the first step warms up
+    std::printf("%s standalone step %lld: %.1f ms\n", stage.c_str(),
+                static_cast<long long>(step + 1), 1e3 * s);
+  }
+  if (steps > 1)
+    std::printf("%s standalone: %.1f ms per step after the first (%d micro-batches of %d)\n",
+                stage.c_str(), 1e3 * total_s / (steps - 1), t.micro_batches,
+                t.batch_size / t.micro_batches);
+  return 0;
+}
+
+}  // namespace
+
+bool WantsStageAlone(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--replay") || !std::strncmp(argv[i], "--replay=", 9) ||
+        !std::strcmp(argv[i], "--standalone"))
+      return true;
+  }
+  return false;
+}
+
+int StageAloneMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory) {
+  try {
+    cxxopts::Options options(stage + "_proc", "The " + stage + " stage of unet-pipeline, alone.");
+    options.add_options()("replay", "recording folder to replay", cxxopts::value<std::string>())(
+        "atol", "absolute tolerance", cxxopts::value<double>()->default_value("0"))(
+        "rtol", "relative tolerance", cxxopts::value<double>()->default_value("0"))(
+        "standalone", "feed random boundary tensors and time each step")(
+        "config", "config file (--standalone)", cxxopts::value<std::string>())(
+        "set", "override a key (--standalone)", cxxopts::value<std::vector<std::string>>())(
+        "steps", "steps to time (--standalone)", cxxopts::value<int64_t>()->default_value("5"))(
+        "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
+    const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& r = *parsed;
+    InitLogging(stage, VerbosityOf(r));
+    if (r.count("replay")) {
+      const Tolerance tol{r["atol"].as<double>(), r["rtol"].as<double>()};
+      if (tol.atol < 0 || tol.rtol < 0) throw UsageError("--atol and --rtol must be >= 0");
+      return Replay(r["replay"].as<std::string>(), stage, factory, tol);
+    }
+    if (!r.count("config")) throw UsageError("--standalone needs --config FILE");
+    const int64_t steps = r["steps"].as<int64_t>();
+    if (steps < 1) throw UsageError("--steps " + std::to_string(steps) + ": must be >= 1");
+    return Standalone(
+        r["config"].as<std::string>(),
+        r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{},
+        steps, stage, factory);
+  } catch (const std::exception& e) {
+    int code = 1;
+    std::string what = e.what();
+    if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
+    if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+    std::cerr << "[" << stage << "] error: " << what.substr(0, what.find('\n')) << std::endl;
+    return code;
+  }
+}
+
+}  // namespace up::stage

@@ -1,0 +1,35 @@
+// A stage run alone, without the launcher, the other stage or a device lock,
+// on the CPU: for debugging one half of a split run.
+//
+//   <stage>_proc --replay DIR [--atol A] [--rtol R] [-q]
+//     Loads the stage's weights and optimizer state recorded at the first
+//     recorded step of DIR (`train --record DIR`), then runs every recorded
+//     step with the sequential schedule against fakes of the other stage:
+//     what it would receive comes from the recording (the decoder gets the
+//     recorded forward tensors, the encoder the recorded gradients), and what
+//     it sends is compared with what was recorded. Compared, per tensor: the
+//     boundary tensors it sends (encoder: forward; decoder: gradients), the
+//     loss of each micro-batch (decoder), and every parameter and buffer after
+//     each step with the weights recorded at the next step's start. The
+//     recorded peer norms feed clipping. Prints the largest absolute and
+//     relative difference per tensor; exit 1 when any is beyond tolerance
+//     (default 0: bit-identical, as on the same CPU build), 2 on bad input.
+//
+//   <stage>_proc --standalone --config FILE [--set k=v]... [--steps N]
+//     Feeds random tensors shaped like the boundary (the other stage's
+//     messages) and prints the time of each step: a profile of one stage.
+#pragma once
+
+#include <string>
+
+#include "stage/stage_worker.h"
+
+namespace up::stage {
+
+// True when argv asks for --replay or --standalone.
+bool WantsStageAlone(int argc, char** argv);
+
+// Runs the mode argv asks for; returns the exit code (errors are one line).
+int StageAloneMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory);
+
+}  // namespace up::stage

@@ -1,0 +1,76 @@
+// What a stage's debugging options observe while the launcher drives it:
+//
+//   StageRecorder (--record DIR --record-steps N): for the first N steps this
+//     process runs, the boundary messages it SENDS (the encoder its forward
+//     tensors, the decoder their gradients; receivers record nothing), the
+//     losses (decoder), the peer norms its optimizer step was given, and its
+//     weights at the start of each recorded step and after the last one (as a
+//     torch.load-able `.pt` and as a `.stage` file replay starts from).
+//     Layout: common/recording_format.h. Each stage appends its own index
+//     lines to DIR/<stage>.jsonl; the launcher merges them into index.json.
+//   ObservedSender / ObservedReceiver: decorators over a transport that emit
+//     trace events for each send and receive (--trace) and hand sent messages
+//     to the recorder.
+//   ApplyTestHooks: UP_TEST_PERTURB_DECODER=1 (a TEST HOOK, for `check`'s
+//     tests) makes the decoder add 1e-3 to one weight after loading, so the
+//     pipeline silently diverges from single-process training.
+// One thread per stage; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "stage/stage_worker.h"
+
+namespace up::stage {
+
+class StageRecorder {
+ public:
+  StageRecorder(std::string dir, std::string stage, int steps);
+
+  // Weights at the start of the turn's step (once per step) and, for a turn
+  // that steps the optimizer, the peer norms it carries.
+  void BeforeTurn(StageWorker& worker, const ipc::TurnRequest& turn);
+  // After a turn that stepped the optimizer: the weights at the next step's start.
+  void AfterTurn(StageWorker& worker, const ipc::TurnRequest& turn);
+  void Sent(const ipc::MessageMeta& meta, const std::vector<ipc::NamedTensor>& tensors);
+  void Loss(int64_t step, int micro_batch, double loss);
+
+ private:
+  bool Recording(int64_t step) const;
+  void Snapshot(StageWorker& worker, int64_t step);
+  void Append(const std::string& json_line);
+
+  std::string dir_, stage_;
+  int steps_;
+  int64_t first_ = -1;  // the first step this process ran
+  std::set<int64_t> snapshots_;
+};
+
+class ObservedSender : public ipc::TensorSender {
+ public:
+  ObservedSender(ipc::TensorSender& inner, StageRecorder* recorder)
+      : inner_(inner), recorder_(recorder) {}
+  void Send(const ipc::MessageMeta& meta, const std::vector<ipc::NamedTensor>& tensors,
+            ipc::Deadline deadline) override;
+
+ private:
+  ipc::TensorSender& inner_;
+  StageRecorder* recorder_;  // may be null
+};
+
+class ObservedReceiver : public ipc::TensorReceiver {
+ public:
+  explicit ObservedReceiver(ipc::TensorReceiver& inner) : inner_(inner) {}
+  ipc::TensorMessage Receive(ipc::Deadline deadline) override;
+  void Release(const ipc::TensorMessage& message) override { inner_.Release(message); }
+
+ private:
+  ipc::TensorReceiver& inner_;
+};
+
+void ApplyTestHooks(const std::string& stage, StageWorker& worker);
+
+}  // namespace up::stage

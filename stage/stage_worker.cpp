@@ -1,0 +1,355 @@
+// See stage_worker.h.
+#include "stage/stage_worker.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+// `--set key=[a,b]` is one value: vector options are not split at commas.
+// Every file that includes cxxopts defines this alike (its parsers are inline).
+#define CXXOPTS_VECTOR_DELIMITER '\0'
+#include <cxxopts.hpp>
+#include <iostream>
+#include <optional>
+
+#include "common/command_line.h"
+#include "common/deadline.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "common/model/device_memory.h"
+#include "common/model/unet.h"
+#include "common/proc_stats.h"
+#include "common/sha256.h"
+#include "common/test_hooks.h"
+#include "common/trace.h"
+#include "ipc/c10d_channel.h"
+#include "ipc/cuda_ipc_channel.h"
+#include "stage/stage_alone.h"
+#include "stage/stage_observer.h"
+
+namespace up::stage {
+
+// The stage shell is written in the control protocol's and the transports' terms.
+using namespace ipc;  // NOLINT(build/namespaces)
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kForwardTag = 1;   // encoder -> decoder
+constexpr int kBackwardTag = 2;  // decoder -> encoder
+// A stage file received from node 0 for resume; far above any U-Net's.
+constexpr uint64_t kMaxStageFileBytes = 64ULL << 30;
+
+struct StageArgs {
+  std::string config, control, run_id, send_ring, recv_ring, load, log, record, trace;
+  std::string c10d, store, node_addr, scratch;  // c10d transport; scratch: remote stages
+  int record_steps = 1;
+  LogLevel level = LogLevel::kInfo;
+};
+
+StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
+  cxxopts::Options options(stage + "_proc",
+                           "The " + stage + " stage of unet-pipeline (started by the launcher).");
+  options.add_options()("config", "resolved config file", cxxopts::value<std::string>())(
+      "control", "launcher's control socket", cxxopts::value<std::string>())(
+      "run-id", "run id (hex)", cxxopts::value<std::string>())(
+      "send-ring", "ring to the other stage", cxxopts::value<std::string>())(
+      "recv-ring", "ring from the other stage", cxxopts::value<std::string>())(
+      "load", "stage file to resume from", cxxopts::value<std::string>()->default_value(""))(
+      "log", "log file", cxxopts::value<std::string>()->default_value(""))(
+      "record", "recording folder", cxxopts::value<std::string>()->default_value(""))(
+      "record-steps", "steps to record", cxxopts::value<int>()->default_value("1"))(
+      "trace", "trace part file", cxxopts::value<std::string>()->default_value(""))(
+      "c10d", "boundary over a c10d process group: gloo | nccl",
+      cxxopts::value<std::string>()->default_value(""))(
+      "store", "c10d rendezvous store HOST:PORT", cxxopts::value<std::string>()->default_value(""))(
+      "node-addr", "this node's address for c10d sockets",
+      cxxopts::value<std::string>()->default_value("127.0.0.1"))(
+      "scratch",
+      "on a node without the run folder: a private folder; stage files cross the control "
+      "connection",
+      cxxopts::value<std::string>()->default_value(""))("v,verbose", "debug logging")(
+      "q,quiet", "warnings and errors only")("h,help", "this help");
+  const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
+  if (!parsed) std::exit(0);
+  const cxxopts::ParseResult& r = *parsed;
+  StageArgs a;
+  a.c10d = r["c10d"].as<std::string>();
+  std::vector<const char*> required{"config", "control", "run-id"};
+  for (const char* key : a.c10d.empty() ? std::vector<const char*>{"send-ring", "recv-ring"}
+                                        : std::vector<const char*>{"store"}) {
+    required.push_back(key);
+  }
+  for (const char* key : required) {
+    if (!r.count(key) || r[key].as<std::string>().empty())
+      throw UsageError(stage + "_proc needs --" + key + " (it is started by unet-pipeline)");
+  }
+  a.config = r["config"].as<std::string>();
+  a.control = r["control"].as<std::string>();
+  a.run_id = r["run-id"].as<std::string>();
+  if (a.c10d.empty()) {
+    a.send_ring = r["send-ring"].as<std::string>();
+    a.recv_ring = r["recv-ring"].as<std::string>();
+  }
+  a.store = r["store"].as<std::string>();
+  a.node_addr = r["node-addr"].as<std::string>();
+  a.scratch = r["scratch"].as<std::string>();
+  a.load = r["load"].as<std::string>();
+  a.log = r["log"].as<std::string>();
+  a.record = r["record"].as<std::string>();
+  a.record_steps = r["record-steps"].as<int>();
+  a.trace = r["trace"].as<std::string>();
+  a.level = VerbosityOf(r);
+  return a;
+}
+
+// Answers the launcher until Finish. Throws on any failure.
+void Serve(const std::string& stage, StageWorker& worker, ControlChannel& control, double wait_s,
+           StageRecorder* recorder, const torch::Device& device, const std::string& scratch) {
+  for (;;) {
+    const int64_t wait_start = TracingOn() ? MonotonicMicros() : 0;
+    ControlMessage m = control.Receive(After(wait_s));
+    if (TracingOn()) TraceComplete(trace_event::kWaitTurn, "wait", wait_start, MonotonicMicros());
+    switch (static_cast<MsgType>(m.type)) {
+      case MsgType::kTurn: {
+        const TurnRequest turn = DecodeTurn(m);
+        TestHookPoint(stage, "turn", turn.step + 1);
+        if (recorder) recorder->BeforeTurn(worker, turn);
+        TurnReport report = worker.RunTurn(turn);
+        if (recorder) recorder->AfterTurn(worker, turn);
+        report.rss_bytes = CurrentRssBytes();
+        report.device_peak_bytes = PeakDeviceBytes(device);
+        LogDebug(Str("turn of step ", turn.step + 1, ": busy ", report.busy_s, " s, loss ",
+                     report.loss, ", rss ", report.rss_bytes >> 20, " MiB"));
+        control.Send(Encode(report));
+        break;
+      }
+      case MsgType::kSave: {
+        SaveRequest save = DecodeSave(m);
+        TraceSpan span(trace_event::kCheckpoint, "io");
+        if (scratch.empty()) {
+          worker.Save(save);
+        } else {  // the run folder is on node 0: the file crosses the connection
+          save.path = scratch + "/stage.pt";
+          worker.Save(save);
+          SendFile(control, save.path);
+          std::remove(save.path.c_str());
+        }
+        LogInfo(Str("saved step ", save.step,
+                    scratch.empty() ? " to " + save.path : " (sent to node 0)"));
+        TestHookPoint(stage, "save", save.step);
+        control.Send(EncodeSaved(save.step));
+        break;
+      }
+      case MsgType::kPrefetch:
+        worker.Prefetch();
+        break;
+      case MsgType::kFinish:
+        LogInfo(Str("finished: peak rss ", PeakRssBytes() >> 20, " MiB, device peak ",
+                    PeakDeviceBytes(device) >> 20, " MiB"));
+        TestHookPoint(stage, "finish");
+        control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
+        return;
+      default:
+        throw RuntimeError(std::string("protocol error: the launcher sent ") + MsgTypeName(m.type));
+    }
+  }
+}
+
+// The c10d transport is joined after the handshake, so that a stage the
+// launcher rejects, or whose peer never comes, is reported as such; the
+// worker is built before, on these forwarders.
+struct LateTransport : TensorSender {
+  std::unique_ptr<TensorSender> sender;
+  std::unique_ptr<TensorReceiver> receiver;
+  void Send(const MessageMeta& meta, const std::vector<NamedTensor>& tensors,
+            Deadline deadline) override {
+    sender->Send(meta, tensors, deadline);
+  }
+};
+struct LateReceiver : TensorReceiver {
+  explicit LateReceiver(LateTransport& t) : transport(t) {}
+  TensorMessage Receive(Deadline deadline) override {
+    return transport.receiver->Receive(deadline);
+  }
+  void Release(const TensorMessage& m) override { transport.receiver->Release(m); }
+  LateTransport& transport;
+};
+
+// The c10d transport: rank 0 is the encoder, rank 1 the decoder; one tag per
+// direction. Gloo moves host tensors, NCCL device tensors.
+std::pair<std::unique_ptr<TensorSender>, std::unique_ptr<TensorReceiver>> JoinC10d(
+    const StageArgs& args, const std::string& stage, const Config& config,
+    const torch::Device& device, const std::string& run_id) {
+  C10dOptions o;
+  o.backend = args.c10d;
+  const size_t colon = args.store.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw UsageError("--store '" + args.store + "' must be HOST:PORT");
+  o.store_host = args.store.substr(0, colon);
+  o.store_port = std::atoi(args.store.c_str() + colon + 1);
+  if (o.store_port < 1 || o.store_port > 65535)
+    throw UsageError("--store '" + args.store + "' has no valid port (1 to 65535)");
+  o.prefix = run_id;
+  o.rank = stage == "encoder" ? 0 : 1;
+  o.bind_host = args.node_addr;
+  o.timeout_s = config.pipeline.timeout_s;
+  auto group = JoinStageGroup(o, device);
+  const torch::Device wire_device = args.c10d == "nccl" ? device : torch::Device(torch::kCPU);
+  const BoundarySpec spec = BoundaryShapes(config.model, config.data.size,
+                                           config.train.batch_size / config.train.micro_batches);
+  uint64_t max_bytes = 0;  // fp32 boundary: the most a message carries
+  for (const auto& shape : spec.shapes) {
+    uint64_t numel = 1;
+    for (int64_t d : shape) numel *= static_cast<uint64_t>(d);
+    max_bytes += numel * sizeof(float);
+  }
+  const int peer = 1 - o.rank;
+  const int send_tag = o.rank == 0 ? kForwardTag : kBackwardTag;
+  const int recv_tag = o.rank == 0 ? kBackwardTag : kForwardTag;
+  LogInfo(Str("joined the ", args.c10d, " group as rank ", o.rank, " (", args.node_addr,
+              "), rendezvous ", args.store));
+  return {std::make_unique<C10dTensorSender>(group, peer, send_tag, wire_device,
+                                             config.train.micro_batches, o.timeout_s),
+          std::make_unique<C10dTensorReceiver>(group, peer, recv_tag, wire_device, max_bytes)};
+}
+
+}  // namespace
+
+int StageMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory) {
+  // Ctrl-C reaches the whole process group: the launcher decides how the run
+  // stops (finish the step, checkpoint), so the stages ignore it.
+  signal(SIGINT, SIG_IGN);
+  if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
+  std::optional<ControlChannel> control;
+  try {
+    const StageArgs args = ParseArgs(argc, argv, stage);
+    // With a log file, the terminal gets only warnings (-v: everything).
+    InitLogging(
+        stage, args.level, args.log,
+        args.log.empty() || args.level == LogLevel::kDebug ? LogLevel::kDebug : LogLevel::kWarn);
+    TestHookPoint(stage, "start");
+    if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
+    StageContext ctx;
+    ctx.config = LoadConfig(args.config, {});
+    const double timeout_s = ctx.config.pipeline.timeout_s;
+    control.emplace(ControlChannel::ConnectTo(args.control, After(timeout_s)));
+    control->set_peer_name("launcher");
+
+    const RunId run_id = RunId::FromHex(args.run_id);
+    const StagePlacement& placement =
+        stage == "encoder" ? ctx.config.pipeline.encoder : ctx.config.pipeline.decoder;
+    const torch::Device device =
+        ParseDevice(placement.device, "pipeline.stages." + stage + ".device");
+    ApplyMemoryCapFromEnv(device);
+    std::unique_ptr<ShmRing> send_ring, recv_ring;
+    std::unique_ptr<TensorSender> transport_sender;
+    std::unique_ptr<TensorReceiver> transport_receiver;
+    LateTransport* late = nullptr;  // c10d: joined after the handshake
+    if (!args.c10d.empty()) {
+      auto owned = std::make_unique<LateTransport>();
+      late = owned.get();
+      transport_receiver = std::make_unique<LateReceiver>(*late);
+      transport_sender = std::move(owned);
+    } else {
+      send_ring = ShmRing::Open(args.send_ring, run_id);
+      recv_ring = ShmRing::Open(args.recv_ring, run_id);
+    }
+    if (transport_sender) {
+      // c10d, set up above
+    } else if (ctx.config.pipeline.transport == "cuda_ipc") {
+      if (!device.is_cuda()) {
+        throw UsageError("pipeline.transport = cuda_ipc: the " + stage + " runs on " +
+                         placement.device +
+                         "; CUDA IPC needs both stages on CUDA devices (or use shm)");
+      }
+      transport_sender = MakeCudaIpcSender(*send_ring, device.index());
+      transport_receiver = MakeCudaIpcReceiver(*recv_ring, device.index());
+    } else {
+      transport_sender = std::make_unique<ShmTensorSender>(*send_ring);
+      transport_receiver = std::make_unique<ShmTensorReceiver>(*recv_ring);
+      if (device.is_cuda()) {
+        // Pinned once per process, so device copies from and into the rings run at full speed.
+        RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
+        RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
+      }
+    }
+    std::unique_ptr<StageRecorder> recorder;
+    if (!args.record.empty()) {
+      recorder = std::make_unique<StageRecorder>(args.record, stage, args.record_steps);
+    }
+    ObservedSender sender(*transport_sender, recorder.get());
+    ObservedReceiver receiver(*transport_receiver);
+    ctx.sender = &sender;
+    ctx.receiver = &receiver;
+    torch::set_num_threads(ctx.config.train.threads);
+
+    std::unique_ptr<StageWorker> worker = factory(ctx);
+    LogInfo(Str(stage, " stage up: pid ", getpid(), ", device ", device.str(), ", transport ",
+                ctx.config.pipeline.transport, ", run id ", args.run_id));
+    Hello hello;
+    hello.stage = stage;
+    hello.pid = getpid();
+    hello.config_sha256 = Sha256Hex(DumpConfig(ctx.config));
+    hello.boundary_signature = worker->BoundarySignature();
+    control->Send(Encode(hello));
+    ControlMessage answer = control->Receive(After(timeout_s));
+    if (answer.type == static_cast<uint32_t>(MsgType::kReject)) {
+      // The launcher reports the reason as its error line; it needs no echo.
+      LogDebug("rejected by the launcher: " + DecodeReject(answer));
+      return 2;
+    }
+    ExpectType(answer, MsgType::kWelcome, "launcher");
+    if (DecodeWelcome(answer)) {  // resume on a node without the run folder
+      if (args.scratch.empty())
+        throw RuntimeError("the launcher sent a stage file without --scratch");
+      const std::string path = args.scratch + "/resume.pt";
+      ReceiveFile(*control, path, kMaxStageFileBytes, After(timeout_s));
+      worker->Load(path);
+      std::remove(path.c_str());
+    }
+    if (!args.load.empty()) worker->Load(args.load);
+    if (late) {
+      std::tie(late->sender, late->receiver) =
+          JoinC10d(args, stage, ctx.config, device, run_id.Hex());
+    }
+    ApplyTestHooks(stage, *worker);
+    TestHookPoint(stage, "hello");
+    if (recorder) {
+      worker->on_loss = [&recorder](int64_t step, int mb, double loss) {
+        recorder->Loss(step, mb, loss);
+      };
+    }
+    LogDebug("handshake done; serving the launcher");
+
+    // Between turns a stage waits while the other stage computes a whole
+    // turn, so its limit is longer than one turn's.
+    Serve(stage, *worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
+    StopTracing();
+    return 0;
+  } catch (const PeerGoneError& e) {
+    // The launcher or the other stage is gone: the launcher reports it.
+    std::cerr << "[" << stage << "] stopping: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    int code = 1;
+    std::string what = e.what();
+    if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
+    if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+    what = what.substr(0, what.find('\n'));
+    // The launcher reports what it is told, as its one error line; the stage
+    // prints the error itself only when nobody else will.
+    bool told = false;
+    if (control) {
+      try {
+        control->Send(Encode(Failure{code, what}));
+        told = true;
+      } catch (const std::exception&) {
+        // The launcher is gone.
+      }
+    }
+    if (!told) std::cerr << "[" << stage << "] error: " << what << std::endl;
+    return code;
+  }
+}
+
+}  // namespace up::stage

@@ -1,0 +1,61 @@
+// What every stage process has in common: its command line, the rings it
+// opens, the control connection to the launcher, the handshake, and the loop
+// that answers the launcher's messages. A stage (encoder or decoder) plugs in
+// as a StageWorker; `encoder_proc/main.cpp` and `decoder_proc/main.cpp` are
+// one call to StageMain with their factory.
+//
+// Stage command line (the launcher builds it; a user can too, for debugging):
+//   <stage>_proc --config FILE --control SOCKET --run-id HEX
+//                --send-ring NAME --recv-ring NAME [--load FILE] [--log FILE] [-v|-q]
+//                [--record DIR --record-steps N] [--trace PART_FILE]
+// A stage alone, without launcher or peer (stage_alone.h):
+//   <stage>_proc --replay DIR [--atol A] [--rtol R]
+//   <stage>_proc --standalone --config FILE [--set k=v]... [--steps N]
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "ipc/control_protocol.h"
+#include "ipc/tensor_channel.h"
+
+namespace up::stage {
+
+class StageWorker {
+ public:
+  virtual ~StageWorker() = default;
+  // Names and shapes of the boundary tensors this stage expects, one line.
+  virtual std::string BoundarySignature() const = 0;
+  // Runs the turn's actions in order; the stage holds its device meanwhile.
+  virtual ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) = 0;
+  // Writes the stage file (weights, buffers, optimizer state, step, RNG).
+  virtual void Save(const ipc::SaveRequest& request) = 0;
+  // Restores a stage file written by Save (resume).
+  virtual void Load(const std::string& path) = 0;
+  // Starts moving parked state back to the device before the next turn
+  // (pipeline.prefetch); a stage that does not park has nothing to do.
+  virtual void Prefetch() {}
+  // The stage's half of the U-Net (recording, replay and test hooks read it).
+  virtual torch::nn::Module& module() = 0;
+
+  // When set (by the recorder), a stage that computes the loss calls it with
+  // each micro-batch's scaled loss.
+  std::function<void(int64_t step, int micro_batch, double loss)> on_loss;
+};
+
+struct StageContext {
+  Config config;
+  ipc::TensorSender* sender = nullptr;      // to the other stage
+  ipc::TensorReceiver* receiver = nullptr;  // from the other stage
+};
+
+using WorkerFactory = std::function<std::unique_ptr<StageWorker>(const StageContext&)>;
+
+// Parses argv, connects, handshakes, serves the launcher until Finish.
+// Returns the exit code: 0, 2 (bad input) or 1 (runtime failure); the error
+// line goes to stderr and, as a Failed message, to the launcher.
+int StageMain(int argc, char** argv, const std::string& stage_name, const WorkerFactory& factory);
+
+}  // namespace up::stage
