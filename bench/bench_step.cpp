@@ -134,10 +134,16 @@ StepReport RunStepBench(const StepOptions& o) {
   unlocked.push_back(MakeVariant(o, kUnlocked, "1f1b gloo", false,
                                  {"pipeline.activations=keep", "pipeline.lock=off",
                                   "pipeline.schedule=1f1b", "pipeline.transport=gloo"}));
+  // fp16 with its loss scale (what 16 GB cards without bf16 run), each
+  // trainer against the other.
+  std::vector<Variant> fp16{MakeVariant(o, kPair, "single fp16", true, {"train.precision=fp16"}),
+                            MakeVariant(o, kPair, "pipeline fp16", false,
+                                        {"pipeline.activations=keep", "train.precision=fp16"})};
   TempFolder tmp;
   int runs = 0;
   RunAlternated(o, pair, tmp, &runs);
   RunAlternated(o, unlocked, tmp, &runs);
+  RunAlternated(o, fp16, tmp, &runs);
 
   {
     TrainerSpec traced = pair[0].spec;
@@ -159,6 +165,9 @@ StepReport RunStepBench(const StepOptions& o) {
     SetRatio(v.row, unlocked[0].row);
     report.rows.push_back(v.row);
   }
+  SetRatio(fp16[1].row, fp16[0].row);
+  report.rows.push_back(fp16[0].row);
+  report.rows.push_back(fp16[1].row);
   return report;
 }
 

@@ -62,6 +62,8 @@ const std::vector<std::string>& LeafKeys() {
       "train.grad_clip",
       "train.loss",
       "train.precision",
+      "train.loss_scale.init",
+      "train.loss_scale.growth_interval",
       "train.seed",
       "train.threads",
       "checkpoint.every",
@@ -88,6 +90,7 @@ const std::vector<std::string>& SectionKeys() {
       "model",
       "data",
       "train",
+      "train.loss_scale",
       "checkpoint",
       "pipeline",
       "pipeline.stages",
@@ -710,7 +713,9 @@ void ReadTrain(const Reader& r, TrainConfig* t) {
   r.Int("train.warmup_steps", &t->warmup_steps, kAtLeast0);
   r.Real("train.grad_clip", &t->grad_clip, {0.0, false, false}, &zero);
   r.Enum("train.loss", &t->loss, {"ce", "ce_dice"});
-  r.Enum("train.precision", &t->precision, {"fp32", "bf16"});
+  r.Enum("train.precision", &t->precision, {"fp32", "bf16", "fp16"});
+  r.Real("train.loss_scale.init", &t->loss_scale_init, {0.0, true, false});
+  r.Int("train.loss_scale.growth_interval", &t->loss_scale_growth_interval, kAtLeast1);
   r.UInt64("train.seed", &t->seed);
   r.Int("train.threads", &t->threads, {1, 256});
 }
@@ -912,6 +917,9 @@ std::string DumpConfig(const Config& c) {
   line(2, "grad_clip", FormatDouble(t.grad_clip));
   line(2, "loss", Quote(t.loss));
   line(2, "precision", Quote(t.precision));
+  line(2, "loss_scale", "");
+  line(4, "init", FormatDouble(t.loss_scale_init));
+  line(4, "growth_interval", num(t.loss_scale_growth_interval));
   line(2, "seed", std::to_string(t.seed));
   line(2, "threads", num(t.threads));
 

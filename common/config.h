@@ -33,20 +33,22 @@ struct DataConfig {
 };
 
 struct TrainConfig {
-  int batch_size = 8;                    // >= 1
-  int micro_batches = 2;                 // >= 1, divides batch_size
-  int steps = 20;                        // >= 1 optimizer steps
-  double lr = 1e-3;                      // > 0
-  std::string optimizer = "adam";        // adam | sgd
-  double momentum = 0.9;                 // sgd only, [0, 1)
-  double weight_decay = 0.0;             // >= 0
-  std::string lr_schedule = "constant";  // constant | cosine
-  int warmup_steps = 0;                  // >= 0, < steps
-  double grad_clip = 0.0;                // max global grad norm; 0 = off
-  std::string loss = "ce";               // ce | ce_dice
-  std::string precision = "fp32";        // fp32 | bf16
-  uint64_t seed = 0;                     // any
-  int threads = 1;                       // >= 1, torch intra-op threads per process
+  int batch_size = 8;                     // >= 1
+  int micro_batches = 2;                  // >= 1, divides batch_size
+  int steps = 20;                         // >= 1 optimizer steps
+  double lr = 1e-3;                       // > 0
+  std::string optimizer = "adam";         // adam | sgd
+  double momentum = 0.9;                  // sgd only, [0, 1)
+  double weight_decay = 0.0;              // >= 0
+  std::string lr_schedule = "constant";   // constant | cosine
+  int warmup_steps = 0;                   // >= 0, < steps
+  double grad_clip = 0.0;                 // max global grad norm; 0 = off
+  std::string loss = "ce";                // ce | ce_dice
+  std::string precision = "fp32";         // fp32 | bf16 | fp16 (with a dynamic loss scale)
+  double loss_scale_init = 65536.0;       // fp16: the first loss scale, > 0
+  int loss_scale_growth_interval = 2000;  // fp16: double the scale after this many finite steps
+  uint64_t seed = 0;                      // any
+  int threads = 1;                        // >= 1, torch intra-op threads per process
 };
 
 struct CheckpointConfig {

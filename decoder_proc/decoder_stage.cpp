@@ -61,7 +61,7 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
     loss = SegmentationLoss(logits, masks, config_.train.loss) / config_.train.micro_batches;
   }
   TestHookPoint("decoder", "forward", step + 1);
-  loss.backward();
+  ScaledBackward(loss, optimizer_.loss_scale());  // fp16: the boundary's gradients go back scaled
   TestHookPoint("decoder", "backward", step + 1);
 
   std::vector<ipc::NamedTensor> grads;

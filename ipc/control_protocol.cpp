@@ -152,7 +152,9 @@ ControlMessage Encode(const TurnReport& m) {
       .I64Vec(m.dice_counts)
       .F32Vec(m.norms)
       .I64(m.rss_bytes)
-      .I64(m.device_peak_bytes);
+      .I64(m.device_peak_bytes)
+      .F64(m.loss_scale)
+      .U32(m.skipped ? 1 : 0);
   return Message(MsgType::kTurnDone, w.Take());
 }
 
@@ -167,6 +169,8 @@ TurnReport DecodeTurnDone(const ControlMessage& m) {
   t.norms = r.F32Vec();
   t.rss_bytes = r.I64();
   t.device_peak_bytes = r.I64();
+  t.loss_scale = r.F64();
+  t.skipped = r.U32() != 0;
   r.ExpectDone();
   return t;
 }

@@ -29,7 +29,7 @@
 
 namespace up::ipc {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: TurnReport has the fp16 step outcome
 
 enum class MsgType : uint32_t {
   kHello = 1,
@@ -83,6 +83,10 @@ struct TurnReport {
   std::vector<float> norms;          // this stage's grad norms, once its backward is complete
   int64_t rss_bytes = 0;             // current resident set size
   int64_t device_peak_bytes = 0;     // peak device memory so far (0 on CPU)
+  // After S under fp16: the loss scale this step used and whether the step
+  // was skipped (a gradient not finite in some stage). 0 / false otherwise.
+  double loss_scale = 0;
+  bool skipped = false;
 };
 
 struct SaveRequest {

@@ -84,7 +84,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const bool lock_on =
       ResolveLock(p.lock, placement.lock_key[0], placement.lock_key[1], p.schedule);
   const ScheduleKind kind = ParseScheduleKind(p.schedule);
-  const bool global_norms = t.grad_clip > 0;
+  // Clipping and fp16's "found inf" verdict need every stage's norms first.
+  const bool global_norms = t.grad_clip > 0 || t.precision == "fp16";
   const std::vector<Phase> phases = StepSchedule(kind, t.micro_batches, global_norms);
   auto where = [&](int s) {
     return nodes.nnodes > 1 ? Str(" (node ", placement.node[s], ")") : std::string();
@@ -217,6 +218,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   DeviceLocks locks(lock_on);
   const int64_t start = resume ? resume->step : 0;
   Progress progress("pipeline", t.steps);
+  SkipWatch skips;
   TrainSummary summary;
   const auto wall_start = Clock::now();
   int64_t completed = start;
@@ -225,6 +227,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     std::vector<float> norms[2];
     double loss = 0;
     DiceCounter dice(config.model.num_classes);
+    std::optional<ipc::TurnReport> stepped[2];  // fp16: each stage's step outcome
     double held_s[2] = {0, 0};
     int64_t turn_start_us[2] = {0, 0};
     std::string turn_text[2];
@@ -281,11 +284,26 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
             std::chrono::duration<double>(Clock::now() - phase_start).count();
         if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
         if (!report.dice_counts.empty()) dice.AddCounts(report.dice_counts);
+        if (report.loss_scale > 0) stepped[static_cast<int>(id)] = report;
         loss += report.loss;
       }
     }
     const double step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
-    AppendStepMetrics(run, t, step, loss, dice.Mean(), step_s);
+    std::optional<Fp16Record> fp16;
+    if (t.precision == "fp16") {
+      const auto& e = stepped[0];
+      const auto& d = stepped[1];
+      if (!e || !d || e->loss_scale != d->loss_scale || e->skipped != d->skipped) {
+        throw RuntimeError(Str(
+            "fp16: the stages disagree on step ", step + 1, ": encoder ",
+            e ? Str("scale ", e->loss_scale, e->skipped ? " skipped" : "") : std::string("no step"),
+            ", decoder ",
+            d ? Str("scale ", d->loss_scale, d->skipped ? " skipped" : "")
+              : std::string("no step")));
+      }
+      fp16 = skips.Note(step, d->loss_scale, d->skipped);
+    }
+    AppendStepMetrics(run, t, step, loss, dice.Mean(), step_s, fp16);
     char turns[192];
     const StageLink& e = stages[StageId::kEncoder];
     const StageLink& d = stages[StageId::kDecoder];

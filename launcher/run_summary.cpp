@@ -2,6 +2,7 @@
 #include "launcher/run_summary.h"
 
 #include "common/logging.h"
+#include "common/model/loss_scale.h"
 #include "common/model/stage_optimizer.h"
 #include "launcher/stop_signal.h"
 
@@ -12,8 +13,22 @@ void TrainSummary::SetThroughput(int64_t first, int64_t completed, int batch_siz
   samples_per_s = wall_s > 0 ? (completed - first) * batch_size / wall_s : 0;
 }
 
+Fp16Record SkipWatch::Note(int64_t step, double loss_scale, bool skipped) {
+  total_ += skipped ? 1 : 0;
+  in_a_row_ = skipped ? in_a_row_ + 1 : 0;
+  if (in_a_row_ > kTooManyInARow && !warned_) {
+    warned_ = true;
+    LogWarn(Str("fp16: steps ", step + 2 - in_a_row_, " to ", step + 1,
+                " all had gradients that were not finite and were skipped (loss scale now ",
+                loss_scale * LossScale::kBackoff,
+                "): the loss has most likely diverged; lower train.lr, set train.grad_clip, or "
+                "use train.precision bf16 (where the card has it) or fp32"));
+  }
+  return {loss_scale, skipped, total_};
+}
+
 void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
-                       double step_s) {
+                       double step_s, const std::optional<Fp16Record>& fp16) {
   JsonWriter line;
   line.Field("step", step + 1)
       .Field("loss", loss)
@@ -21,6 +36,11 @@ void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double l
       .Field("lr", ScheduledLr(t, step))
       .Field("step_s", step_s)
       .Field("samples_per_s", t.batch_size / step_s);
+  if (fp16) {
+    line.Field("loss_scale", fp16->loss_scale)
+        .Field("skipped", fp16->skipped)
+        .Field("skipped_steps", fp16->skipped_steps);
+  }
   run.AppendMetrics(line.str());
 }
 

@@ -3,7 +3,8 @@
 // the run folder's summary.json.
 //
 // metrics.jsonl (a line a step):
-//   {"step", "loss", "dice", "lr", "step_s", "samples_per_s"}
+//   {"step", "loss", "dice", "lr", "step_s", "samples_per_s"
+//    [, fp16: "loss_scale", "skipped", "skipped_steps"]}
 //
 // summary.json (one line; keys in this order):
 //   {"mode": "pipeline" | "single-process", <the mode's own fields>,
@@ -38,9 +39,29 @@ struct TrainSummary {
   void SetThroughput(int64_t first, int64_t completed, int batch_size);
 };
 
+// fp16's part of a step's record.
+struct Fp16Record {
+  double loss_scale = 0;      // the scale this step's loss used
+  bool skipped = false;       // a gradient was not finite: no update
+  int64_t skipped_steps = 0;  // skipped since this process started the run
+};
+
+// Counts fp16's skipped steps and warns once when more than a few in a row
+// are skipped (the loss has most likely diverged), saying what to do.
+class SkipWatch {
+ public:
+  static constexpr int kTooManyInARow = 5;
+  Fp16Record Note(int64_t step, double loss_scale, bool skipped);
+
+ private:
+  int64_t total_ = 0;
+  int in_a_row_ = 0;
+  bool warned_ = false;
+};
+
 // Appends step `step`'s line (step counts from 1 in the file) to metrics.jsonl.
 void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
-                       double step_s);
+                       double step_s, const std::optional<Fp16Record>& fp16 = std::nullopt);
 
 // How step `step` (0-based) ends: with a checkpoint (the last step, every
 // checkpoint.every steps, or a stop signal), and whether the run then stops

@@ -47,13 +47,14 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
   int64_t start = 0;
   if (resume) {
     start = LoadStageFile((fs::path(resume->dir) / "encoder.pt").string(), *model->encoder,
-                          enc_opt.optimizer());
+                          enc_opt.optimizer(), &enc_opt.loss_scale_state());
     LoadStageFile((fs::path(resume->dir) / "decoder.pt").string(), *model->decoder,
-                  dec_opt.optimizer());
+                  dec_opt.optimizer(), &dec_opt.loss_scale_state());
     LogInfo(Str("resuming from ", resume->dir, " at step ", start));
   }
 
   Progress progress("single-process", t.steps);
+  SkipWatch skips;
   TrainSummary summary;
   const auto wall_start = Clock::now();
   int64_t completed = start;
@@ -72,17 +73,21 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
         logits = model->forward(batch.images.to(device));
         loss = SegmentationLoss(logits, masks, t.loss) / t.micro_batches;
       }
-      loss.backward();
+      ScaledBackward(loss, dec_opt.loss_scale());  // fp16: both halves hold the same scale
       loss_sum += loss.item<double>();
       dice.Add(logits, masks);
     }
+    enc_opt.Unscale();  // fp16: norms, clipping and the verdict see unscaled gradients
+    dec_opt.Unscale();
     torch::Tensor norms =
         torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P_enc + P_dec,)
-    enc_opt.Step(norms);
+    const StageOptimizer::Outcome outcome = enc_opt.Step(norms);
     dec_opt.Step(norms);
     const double step_s = Seconds(step_start, Clock::now());
+    std::optional<Fp16Record> fp16;
+    if (t.precision == "fp16") fp16 = skips.Note(step, outcome.scale, outcome.skipped);
 
-    AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s);
+    AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s, fp16);
     progress.Step(
         step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
         Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB",
@@ -95,9 +100,9 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
       SaveStageFile((fs::path(staging) / "encoder.pt").string(), *model->encoder,
-                    enc_opt.optimizer(), step + 1);
+                    enc_opt.optimizer(), step + 1, &enc_opt.loss_scale_state());
       SaveStageFile((fs::path(staging) / "decoder.pt").string(), *model->decoder,
-                    dec_opt.optimizer(), step + 1);
+                    dec_opt.optimizer(), step + 1, &dec_opt.loss_scale_state());
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
     completed = step + 1;

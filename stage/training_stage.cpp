@@ -53,7 +53,7 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
   report.step = turn.step;
   for (const ipc::Action& a : turn.actions) {
     if (a.op == ipc::Op::kStep) {
-      Step(turn);
+      Step(turn, &report);
     } else {
       RunAction(a, turn.step, &report);
     }
@@ -64,19 +64,25 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
 
 void TrainingStage::BackwardDone(ipc::TurnReport* report) {
   if (++backward_done_ != config_.train.micro_batches) return;
+  optimizer_.Unscale();                      // fp16: the norms and the step see unscaled gradients
   torch::Tensor n = optimizer_.GradNorms();  // (P,)
   report->norms.assign(n.data_ptr<float>(), n.data_ptr<float>() + n.numel());
 }
 
-void TrainingStage::Step(const ipc::TurnRequest& turn) {
+void TrainingStage::Step(const ipc::TurnRequest& turn, ipc::TurnReport* report) {
   TestHookPoint(name(), "step", turn.step + 1);
   TraceSpan span(trace_event::kOptimizerStep, "compute");
   torch::Tensor own = optimizer_.GradNorms();                            // (P_own,)
   torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_peer,)
-  if (!optimizer_.needs_global_norms()) {
-    optimizer_.Step(own);
-  } else {  // the global norm sees every parameter in pipeline order: encoder first
-    optimizer_.Step(role_ == Role::kEncoder ? torch::cat({own, peer}) : torch::cat({peer, own}));
+  // The global norm and fp16's verdict see every parameter in pipeline
+  // order: encoder first.
+  const StageOptimizer::Outcome outcome = !optimizer_.needs_global_norms() ? optimizer_.Step(own)
+                                          : role_ == Role::kEncoder
+                                              ? optimizer_.Step(torch::cat({own, peer}))
+                                              : optimizer_.Step(torch::cat({peer, own}));
+  if (config_.train.precision == "fp16") {
+    report->loss_scale = outcome.scale;
+    report->skipped = outcome.skipped;
   }
 }
 
@@ -90,11 +96,13 @@ void TrainingStage::Prefetch() {
 }
 
 void TrainingStage::Save(const ipc::SaveRequest& request) {
-  SaveStageFile(request.path, *module_, optimizer_.optimizer(), request.step);
+  SaveStageFile(request.path, *module_, optimizer_.optimizer(), request.step,
+                &optimizer_.loss_scale_state());
 }
 
 void TrainingStage::Load(const std::string& path) {
-  const int64_t step = LoadStageFile(path, *module_, optimizer_.optimizer());
+  const int64_t step =
+      LoadStageFile(path, *module_, optimizer_.optimizer(), &optimizer_.loss_scale_state());
   // The file's tensors arrive on the CPU: put the whole state where it lives.
   MoveTrainingState(*module_, optimizer_.optimizer(),
                     parking_ ? torch::Device(torch::kCPU) : device_);

@@ -59,7 +59,7 @@ class TrainingStage : public StageWorker {
   std::unique_ptr<Dataset> data_;
 
  private:
-  void Step(const ipc::TurnRequest& turn);
+  void Step(const ipc::TurnRequest& turn, ipc::TurnReport* report);
 
   int64_t step_ = -1;  // the step whose gradients are accumulating
   int backward_done_ = 0;

@@ -30,7 +30,7 @@ std::string ModelSignature(const ModelConfig& m) {
 }
 
 void SaveStageFile(const std::string& path, torch::nn::Module& module,
-                   torch::optim::Optimizer& optimizer, int64_t step) {
+                   torch::optim::Optimizer& optimizer, int64_t step, const LossScale* loss_scale) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive module_archive;
   module.save(module_archive);
@@ -40,6 +40,10 @@ void SaveStageFile(const std::string& path, torch::nn::Module& module,
   archive.write("optimizer", optimizer_archive);
   archive.write("step", torch::tensor(step, torch::kInt64));
   archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  if (loss_scale) {
+    archive.write("loss_scale", torch::tensor(loss_scale->scale, torch::kFloat64));
+    archive.write("loss_scale_growth", torch::tensor(loss_scale->growth_tracker, torch::kInt64));
+  }
   // Serialized in memory, then written by WriteFileAtomic: a full disk or any
   // other write error is one clear RuntimeError naming the file, and leaves
   // no partial file under the final name.
@@ -49,7 +53,7 @@ void SaveStageFile(const std::string& path, torch::nn::Module& module,
 }
 
 int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
-                      torch::optim::Optimizer& optimizer) {
+                      torch::optim::Optimizer& optimizer, LossScale* loss_scale) {
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -76,6 +80,12 @@ int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
     {
       at::Generator gen = at::detail::getDefaultCPUGenerator();
       gen.set_state(rng);
+    }
+    torch::Tensor scale, growth;
+    if (loss_scale && archive.try_read("loss_scale", scale) &&
+        archive.try_read("loss_scale_growth", growth)) {
+      loss_scale->scale = scale.item<double>();
+      loss_scale->growth_tracker = growth.item<int64_t>();
     }
     return step.item<int64_t>();
   } catch (const c10::Error& e) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/model/loss_scale.h"
 
 namespace up {
 
@@ -25,12 +26,16 @@ namespace up {
 std::string ModelSignature(const ModelConfig& model);
 
 // Stage files.
+// With `loss_scale` (fp16 training) its scale and growth counter go in too.
 void SaveStageFile(const std::string& path, torch::nn::Module& module,
-                   torch::optim::Optimizer& optimizer, int64_t step);
+                   torch::optim::Optimizer& optimizer, int64_t step,
+                   const LossScale* loss_scale = nullptr);
 // Loads into `module`/`optimizer` (which must have the architecture the file
 // was written from) and returns the step stored.
+// With `loss_scale`, restores the scale saved with the file (a file without
+// one, from a run that did not use fp16, leaves it as it is).
 int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
-                      torch::optim::Optimizer& optimizer);
+                      torch::optim::Optimizer& optimizer, LossScale* loss_scale = nullptr);
 
 // The staging folder for step `step` under `run_dir` (created empty).
 std::string BeginCheckpoint(const std::string& run_dir, int64_t step);

@@ -16,7 +16,10 @@ double ScheduledLr(const TrainConfig& t, int64_t step) {
 }
 
 StageOptimizer::StageOptimizer(torch::nn::Module& module, const TrainConfig& train)
-    : train_(train), params_(module.parameters(/*recurse=*/true)) {
+    : train_(train),
+      fp16_(train.precision == "fp16"),
+      scale_{train.loss_scale_init, 0, train.loss_scale_growth_interval},
+      params_(module.parameters(/*recurse=*/true)) {
   if (train.optimizer == "sgd") {
     optimizer_ =
         std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(train.lr)
@@ -44,7 +47,26 @@ torch::Tensor StageOptimizer::GradNorms() const {
   return torch::stack(norms);  // (P,)
 }
 
-void StageOptimizer::Step(const torch::Tensor& all_norms) {
+void StageOptimizer::Unscale() {
+  if (!fp16_) return;
+  torch::NoGradGuard no_grad;
+  // As GradScaler: the reciprocal in double, applied as a float32 factor.
+  const float inverse = static_cast<float>(1.0 / scale_.scale);
+  for (auto& p : params_) {
+    if (p.grad().defined()) p.grad().mul_(inverse);
+  }
+}
+
+StageOptimizer::Outcome StageOptimizer::Step(const torch::Tensor& all_norms) {
+  Outcome outcome;
+  outcome.scale = loss_scale();
+  if (fp16_) {
+    // A non-finite gradient anywhere makes its norm non-finite: every stage
+    // reaches the same verdict from the same concatenated norms.
+    outcome.skipped = !torch::isfinite(all_norms).all().item<bool>();
+    scale_.Update(outcome.skipped);
+    if (outcome.skipped) return outcome;
+  }
   if (train_.grad_clip > 0) {
     torch::NoGradGuard no_grad;
     const double total = all_norms.norm(2).item<double>();
@@ -56,6 +78,7 @@ void StageOptimizer::Step(const torch::Tensor& all_norms) {
     }
   }
   optimizer_->step();
+  return outcome;
 }
 
 }  // namespace up

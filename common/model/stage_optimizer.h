@@ -6,6 +6,12 @@
 // needs every parameter's gradient norm: GradNorms() gives this stage's, in
 // parameter order; Step() takes the encoder's then the decoder's norms
 // concatenated and computes the total norm from them, identically everywhere.
+//
+// Under `train.precision: fp16` it also keeps the dynamic loss scale
+// (loss_scale.h): the trainer multiplies the loss by loss_scale(), calls
+// Unscale() once a step's backward is complete (before GradNorms, so norms
+// and clipping see unscaled gradients), and Step() skips the update when any
+// of the norms it is given (every stage's) is not finite.
 #pragma once
 
 #include <torch/torch.h>
@@ -13,6 +19,7 @@
 #include <memory>
 
 #include "common/config.h"
+#include "common/model/loss_scale.h"
 
 namespace up {
 
@@ -30,15 +37,29 @@ class StageOptimizer {
   // (P,) float32: the L2 norm of each parameter's gradient (0 when none).
   torch::Tensor GradNorms() const;
 
+  // What the loss is multiplied by before backward (1 unless fp16).
+  double loss_scale() const { return fp16_ ? scale_.scale : 1.0; }
+  // fp16: divides every gradient by the loss scale (no-op otherwise).
+  void Unscale();
+
+  struct Outcome {
+    bool skipped = false;  // fp16: a gradient was not finite, no update
+    double scale = 1.0;    // the loss scale this step's loss used
+  };
   // Clips (when train.grad_clip > 0) with the total norm of `all_norms`, the
-  // concatenated GradNorms() of the encoder then the decoder, then steps.
-  void Step(const torch::Tensor& all_norms);
+  // concatenated GradNorms() of the encoder then the decoder, then steps;
+  // under fp16 skips instead when any norm is not finite, and updates the scale.
+  Outcome Step(const torch::Tensor& all_norms);
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
-  bool needs_global_norms() const { return train_.grad_clip > 0; }
+  // Whether Step needs every stage's norms: for clipping and for fp16's verdict.
+  bool needs_global_norms() const { return train_.grad_clip > 0 || fp16_; }
+  LossScale& loss_scale_state() { return scale_; }
 
  private:
   TrainConfig train_;
+  bool fp16_;
+  LossScale scale_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };

@@ -32,7 +32,7 @@ void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, Sta
   s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
 }
 
-int BytesPerActivation(const Config& c) { return c.train.precision == "bf16" ? 2 : 4; }
+int BytesPerActivation(const Config& c) { return c.train.precision == "fp32" ? 4 : 2; }
 
 int64_t StateBytes(const Config& c, const StageCounts& s) {
   const int64_t optimizer_copies = c.train.optimizer == "adam" ? 2 : (c.train.momentum > 0 ? 1 : 0);

@@ -321,7 +321,7 @@ TEST(ConfigValidationTest, GroupsIgnoredForBatchNorm) {
 TEST(ConfigValidationTest, BadEnumValues) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"model.norm", "layer"},       {"data.kind", "video"},           {"train.optimizer", "adamw"},
-      {"train.lr_schedule", "step"}, {"train.loss", "dice"},           {"train.precision", "fp16"},
+      {"train.lr_schedule", "step"}, {"train.loss", "dice"},           {"train.precision", "fp8"},
       {"pipeline.transport", "tcp"}, {"pipeline.activations", "drop"}, {"pipeline.schedule", "zb"},
       {"pipeline.lock", "maybe"},    {"pipeline.park", "sometimes"},
   };

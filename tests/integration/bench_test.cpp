@@ -83,13 +83,14 @@ TEST(BenchStep, JsonHasEveryRow) {
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "results", "median_step_s", "ratio", "run_medians_s"});
-  for (const char* label :
-       {"single", "pipeline", "pipeline recompute", "sequential", "gpipe", "1f1b", "1f1b gloo"}) {
+  for (const char* label : {"single", "pipeline", "pipeline recompute", "sequential", "gpipe",
+                            "1f1b", "1f1b gloo", "single fp16", "pipeline fp16"}) {
     EXPECT_NE(json.find(std::string("\"label\":\"") + label + "\""), std::string::npos) << label;
   }
   EXPECT_EQ(json.find("\"built\":false"), std::string::npos)
       << "every row is measured, recompute too";
   EXPECT_NE(json.find("\"ratio_to\":\"single\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ratio_to\":\"single fp16\""), std::string::npos) << json;
   // The traced run's breakdown: the stages' work lies inside the turns the
   // launcher granted, and the turns inside the steps.
   const std::string b = JsonField(json, "pipeline_breakdown");
