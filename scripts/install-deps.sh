@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # Installs everything unet-pipeline needs on Debian 12, idempotently:
-#   - Debian packages (compiler, CMake, Boost, cxxopts, spdlog, yaml-cpp,
-#     GoogleTest, libpng, Gloo headers, the NIfTI library, ccache, clang with its sanitizer and
-#     libFuzzer runtimes for scripts/quality.sh), running `apt-get update` only
-#     when a package is missing;
+#   - Debian packages (scripts/packages.sh: TOOL_PACKAGES, the compiler, CMake,
+#     ninja, ccache, clang with its sanitizer and libFuzzer runtimes for
+#     scripts/quality.sh; LIBRARY_PACKAGES, Boost, cxxopts, spdlog, yaml-cpp,
+#     GoogleTest, libpng, Gloo headers, the NIfTI library), running
+#     `apt-get update` only when a package is missing;
 #   - the pinned PyPI `torch` wheel (its LibTorch is what we build against)
 #     into the project's .venv/.
 # Set UP_SKIP_TORCH=1 to skip the wheel (e.g. when Torch_DIR points elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TORCH_VERSION="${UP_TORCH_VERSION:-2.15.0}"
-APT_PACKAGES=(
-  build-essential cmake ccache pkg-config git
-  python3 python3-venv python3-pip
-  libboost-dev libcxxopts-dev libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev
-  libpng-dev zlib1g-dev libgloo-dev libnifti2-dev
-  clang libclang-rt-14-dev  # scripts/quality.sh: sanitizers and libFuzzer
-)
+# Pinned to the GPU machine's torch (scripts/gpu-check.sh builds against that
+# machine's own LibTorch); UP_TORCH_VERSION=... tries another.
+TORCH_VERSION="${UP_TORCH_VERSION:-2.11.0}"
+# The package list lives in scripts/packages.sh, shared with scripts/gpu-check.sh.
+# shellcheck source=scripts/packages.sh
+source scripts/packages.sh
+APT_PACKAGES=("${TOOL_PACKAGES[@]}" "${LIBRARY_PACKAGES[@]}")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
