@@ -21,10 +21,13 @@
 namespace up::bench {
 namespace {
 
-int64_t PeakRss(const TrainerResult& r, const std::string& process) {
-  const std::optional<double> v = JsonNestedNumber(r.summary_json, "peak_rss_bytes", process);
-  if (!v) throw RuntimeError("bench memory: summary.json has no peak_rss_bytes." + process);
+int64_t Peak(const TrainerResult& r, const std::string& what, const std::string& process) {
+  const std::optional<double> v = JsonNestedNumber(r.summary_json, what, process);
+  if (!v) throw RuntimeError("bench memory: summary.json has no " + what + "." + process);
   return static_cast<int64_t>(*v);
+}
+int64_t PeakRss(const TrainerResult& r, const std::string& process) {
+  return Peak(r, "peak_rss_bytes", process);
 }
 
 // Bytes of both rings the pipeline creates for `c` (one slot per micro-batch each).
@@ -79,6 +82,12 @@ MemoryReport RunMemoryBench(const MemoryOptions& o) {
   const int64_t larger = std::max(m.encoder, m.decoder);
   m.ratio = static_cast<double>(larger) / m.trainer;
   m.ratio_above_runtime = static_cast<double>(larger - m.runtime) / (m.trainer - m.runtime);
+  m.trainer_tensors = Peak(single, "peak_tensor_bytes", "trainer");
+  m.encoder_tensors = Peak(pipe, "peak_tensor_bytes", "encoder");
+  m.decoder_tensors = Peak(pipe, "peak_tensor_bytes", "decoder");
+  m.larger_tensor_stage = m.encoder_tensors >= m.decoder_tensors ? "encoder" : "decoder";
+  m.tensor_ratio =
+      static_cast<double>(std::max(m.encoder_tensors, m.decoder_tensors)) / m.trainer_tensors;
   // The stages run on cpu in this build (cuda stages are refused), so there
   // is no device memory to measure even where a GPU is visible.
   m.device_memory =
@@ -99,6 +108,13 @@ std::string MemoryJson(const MemoryReport& m) {
       .Raw("sets", JsonStrings(m.options.sets))
       .Field("steps", m.options.steps)
       .Raw("peak_rss_bytes", rss.str())
+      .Raw("peak_tensor_bytes", JsonWriter()
+                                    .Field("trainer", m.trainer_tensors)
+                                    .Field("encoder", m.encoder_tensors)
+                                    .Field("decoder", m.decoder_tensors)
+                                    .str())
+      .Field("larger_tensor_stage", m.larger_tensor_stage)
+      .Field("tensor_ratio", m.tensor_ratio)
       .Field("ring_bytes", m.ring_bytes)
       .Field("runtime_bytes", m.runtime)
       .Field("encoder_params", m.encoder_params)
@@ -117,7 +133,7 @@ std::string MemoryTable(const MemoryReport& m) {
     << "config " << m.options.config << ", " << m.options.steps << " steps per run; peak RSS "
     << "(includes the ring pages each process touched: both rings hold " << Mib(m.ring_bytes)
     << " MiB)\n";
-  char line[120];
+  char line[256];
   auto row = [&](const char* who, int64_t bytes) {
     std::snprintf(line, sizeof(line), "%-22s %10s MiB %8.2fx trainer\n", who, Mib(bytes).c_str(),
                   static_cast<double>(bytes) / m.trainer);
@@ -128,8 +144,15 @@ std::string MemoryTable(const MemoryReport& m) {
   row("decoder", m.decoder);
   row("launcher", m.launcher);
   row("idle process (runtime)", m.runtime);
-  std::snprintf(line, sizeof(line), "larger stage (%s) / trainer: %.2fx (target <= %.1fx)\n",
-                m.larger_stage.c_str(), m.ratio, m.target_ratio);
+  std::snprintf(line, sizeof(line), "larger stage (%s) / trainer, RSS: %.2fx\n",
+                m.larger_stage.c_str(), m.ratio);
+  s << line;
+  std::snprintf(line, sizeof(line),
+                "peak tensor bytes: trainer %s MiB, encoder %s MiB, decoder %s MiB; larger stage "
+                "(%s) / trainer: %.2fx (target <= %.1fx)\n",
+                Mib(m.trainer_tensors).c_str(), Mib(m.encoder_tensors).c_str(),
+                Mib(m.decoder_tensors).c_str(), m.larger_tensor_stage.c_str(), m.tensor_ratio,
+                m.target_ratio);
   s << line;
   std::snprintf(line, sizeof(line),
                 "above the idle runtime: %.2fx; parameters encoder %lld, decoder %lld\n",

@@ -28,7 +28,13 @@ struct MemoryReport {
   int64_t encoder_params = 0;
   int64_t decoder_params = 0;
   std::string larger_stage;
-  double ratio = 0;                // max(encoder, decoder) / trainer
+  // Peak tensor bytes (tensor_accounting.h: measured, no runtime, no rings).
+  int64_t trainer_tensors = 0;
+  int64_t encoder_tensors = 0;
+  int64_t decoder_tensors = 0;
+  std::string larger_tensor_stage;
+  double tensor_ratio = 0;  // max(encoder, decoder) / trainer in tensor bytes: the target's figure
+  double ratio = 0;         // max(encoder, decoder) / trainer
   double ratio_above_runtime = 0;  // the same with `runtime` taken off each side
   double target_ratio = 0.6;
   std::string device_memory;  // "no GPU", or why it is not measured

@@ -240,6 +240,16 @@ def step_sections(tiny, small):
     return out
 
 
+def tensor_note(m):
+    """The peak tensor bytes of a memory run, as a clause ("" for older JSON)."""
+    t = m.get("peak_tensor_bytes")
+    if not t:
+        return ""
+    return (f"; peak tensor bytes: single {mib(t['trainer'])} MiB, encoder {mib(t['encoder'])}, "
+            f"decoder {mib(t['decoder'])}: {m['tensor_ratio']:.2f}x "
+            f"({verdict(m['tensor_ratio'] <= MEMORY_TARGET)})")
+
+
 def memory_section(m, mb1, rec=None):
     rss = m["peak_rss_bytes"]
     trainer = rss["trainer"]
@@ -260,9 +270,29 @@ def memory_section(m, mb1, rec=None):
     for who in ("encoder", "decoder", "launcher"):
         out.append(f"| {who} | {mib(rss[who])} | {rss[who] / trainer:.2f} |")
     out.append(f"| idle process (LibTorch runtime) | {mib(rt)} | {rt / trainer:.2f} |")
+    tensors = m.get("peak_tensor_bytes")
+    if tensors:
+        tt = tensors["trainer"]
+        out += [
+            "",
+            "Peak tensor bytes, measured by each process's counting CPU allocator "
+            "(`common/model/tensor_accounting.h`: every tensor's storage, no runtime, no rings; "
+            "on CUDA the caching allocator's statistics), from the same runs:",
+            "",
+            "| process | peak tensor bytes (MiB) | x single-process |",
+            "|---|---:|---:|",
+            f"| single-process trainer | {mib(tt)} | 1.00 |",
+            f"| encoder | {mib(tensors['encoder'])} | {tensors['encoder'] / tt:.2f} |",
+            f"| decoder | {mib(tensors['decoder'])} | {tensors['decoder'] / tt:.2f} |",
+            "",
+            f"Target on small: larger stage by tensor bytes ({m['larger_tensor_stage']}) <= "
+            f"{MEMORY_TARGET}x single-process: {m['tensor_ratio']:.2f}x: "
+            f"{verdict(m['tensor_ratio'] <= MEMORY_TARGET)}. By RSS (below) the runtime "
+            "every process maps dominates.",
+        ]
     out += [
         "",
-        f"Target on small: larger stage ({m['larger_stage']}) <= {MEMORY_TARGET}x single-process: "
+        f"{'By RSS' if tensors else 'Target on small'}: larger stage ({m['larger_stage']}) <= {MEMORY_TARGET}x single-process: "
         f"{m['ratio']:.2f}x: {verdict(m['ratio'] <= MEMORY_TARGET)}. Above the idle runtime: "
         f"{m['ratio_above_runtime']:.2f}x. Parameters: encoder {m['encoder_params']:,}, decoder "
         f"{m['decoder_params']:,}; the two rings hold {mib(m['ring_bytes'])} MiB. Peak device "
@@ -274,7 +304,7 @@ def memory_section(m, mb1, rec=None):
         out += [
             f"The same with `pipeline.activations=recompute`: single {mib(rr['trainer'])} MiB, "
             f"encoder {mib(rr['encoder'])}, decoder {mib(rr['decoder'])}: {rec['ratio']:.2f}x "
-            f"({rec['ratio_above_runtime']:.2f}x above the runtime).",
+            f"({rec['ratio_above_runtime']:.2f}x above the runtime)" + tensor_note(rec) + ".",
             "",
         ]
     if mb1:
@@ -282,7 +312,8 @@ def memory_section(m, mb1, rec=None):
         out += [
             f"The same with `train.micro_batches=1` (one micro-batch in flight): single "
             f"{mib(r1['trainer'])} MiB, encoder {mib(r1['encoder'])}, decoder {mib(r1['decoder'])}: "
-            f"{mb1['ratio']:.2f}x ({mb1['ratio_above_runtime']:.2f}x above the runtime).",
+            f"{mb1['ratio']:.2f}x ({mb1['ratio_above_runtime']:.2f}x above the runtime)"
+            + tensor_note(mb1) + ".",
             "",
         ]
     if m["ratio"] > MEMORY_TARGET:

@@ -154,7 +154,9 @@ ControlMessage Encode(const TurnReport& m) {
       .I64(m.rss_bytes)
       .I64(m.device_peak_bytes)
       .F64(m.loss_scale)
-      .U32(m.skipped ? 1 : 0);
+      .U32(m.skipped ? 1 : 0)
+      .I64(m.tensor_bytes)
+      .I64(m.turn_peak_tensor_bytes);
   return Message(MsgType::kTurnDone, w.Take());
 }
 
@@ -171,6 +173,8 @@ TurnReport DecodeTurnDone(const ControlMessage& m) {
   t.device_peak_bytes = r.I64();
   t.loss_scale = r.F64();
   t.skipped = r.U32() != 0;
+  t.tensor_bytes = r.I64();
+  t.turn_peak_tensor_bytes = r.I64();
   r.ExpectDone();
   return t;
 }
@@ -206,7 +210,10 @@ int64_t DecodeSaved(const ControlMessage& m) {
 ControlMessage EncodeFinish() { return Message(MsgType::kFinish); }
 ControlMessage Encode(const ByeReport& m) {
   WireWriter w;
-  w.I64(m.peak_rss_bytes).I64(m.device_peak_bytes);
+  w.I64(m.peak_rss_bytes)
+      .I64(m.device_peak_bytes)
+      .I64(m.peak_tensor_bytes)
+      .I64(m.peak_reserved_bytes);
   return Message(MsgType::kBye, w.Take());
 }
 ByeReport DecodeBye(const ControlMessage& m) {
@@ -215,6 +222,8 @@ ByeReport DecodeBye(const ControlMessage& m) {
   ByeReport b;
   b.peak_rss_bytes = r.I64();
   b.device_peak_bytes = r.I64();
+  b.peak_tensor_bytes = r.I64();
+  b.peak_reserved_bytes = r.I64();
   r.ExpectDone();
   return b;
 }

@@ -29,7 +29,7 @@
 
 namespace up::ipc {
 
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: TurnReport has the fp16 step outcome
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: fp16 outcome and tensor bytes in the reports
 
 enum class MsgType : uint32_t {
   kHello = 1,
@@ -87,6 +87,10 @@ struct TurnReport {
   // was skipped (a gradient not finite in some stage). 0 / false otherwise.
   double loss_scale = 0;
   bool skipped = false;
+  // This stage's tensor bytes on its device (tensor_accounting.h): live at
+  // the turn's end and the peak within the turn.
+  int64_t tensor_bytes = 0;
+  int64_t turn_peak_tensor_bytes = 0;
 };
 
 struct SaveRequest {
@@ -113,6 +117,8 @@ ControlMessage EncodePrefetch();
 struct ByeReport {
   int64_t peak_rss_bytes = 0;
   int64_t device_peak_bytes = 0;
+  int64_t peak_tensor_bytes = 0;    // the most tensor bytes on the stage's device at once
+  int64_t peak_reserved_bytes = 0;  // CUDA: the caching allocator's peak reserve (CPU: = tensor)
 };
 ControlMessage Encode(const ByeReport& m);
 ControlMessage Encode(const Failure& m);

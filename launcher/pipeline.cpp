@@ -280,6 +280,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         s.busy_s += report.busy_s;
         s.rss_bytes = report.rss_bytes;
         s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
+        s.tensor_bytes = report.tensor_bytes;
+        s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
         held_s[static_cast<int>(id)] +=
             std::chrono::duration<double>(Clock::now() - phase_start).count();
         if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
@@ -316,7 +318,10 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                             d.device_peak_bytes >> 20, " MiB")
                             .c_str()
                       : "");
-    progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s, turns);
+    progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s,
+                  Str(turns, "  tensors: encoder ", e.tensor_bytes >> 20, "/",
+                      e.peak_tensor_bytes >> 20, " MiB decoder ", d.tensor_bytes >> 20, "/",
+                      d.peak_tensor_bytes >> 20, " MiB (live/peak)"));
     summary.final_loss = loss;
 
     const StepEnd end = DecideStepEnd(config, step);
@@ -368,6 +373,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     const ipc::ByeReport bye = ipc::DecodeBye(m);
     stages[id].peak_rss_bytes = bye.peak_rss_bytes;
     stages[id].device_peak_bytes = std::max(stages[id].device_peak_bytes, bye.device_peak_bytes);
+    stages[id].peak_tensor_bytes = std::max(stages[id].peak_tensor_bytes, bye.peak_tensor_bytes);
+    stages[id].peak_reserved_bytes = bye.peak_reserved_bytes;
     stages[id].finished = true;
     waiting.erase(std::find(waiting.begin(), waiting.end(), id));
   }
@@ -394,7 +401,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   std::vector<ProcessFigures> processes{{"launcher", PeakRssBytes(), std::nullopt, std::nullopt}};
   for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
     const auto& s = stages[id];
-    processes.push_back({s.name(), s.peak_rss_bytes, s.device_peak_bytes, s.busy_s});
+    processes.push_back({s.name(), s.peak_rss_bytes, s.device_peak_bytes, s.busy_s,
+                         s.peak_tensor_bytes,
+                         (id == StageId::kEncoder ? enc_device : dec_device).is_cuda()
+                             ? std::optional<int64_t>(s.peak_reserved_bytes)
+                             : std::nullopt});
   }
   JsonWriter own;
   own.Field("schedule", p.schedule)

@@ -60,11 +60,16 @@ void WarnStopped(int64_t completed, const RunDir& run) {
 
 void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mode_fields,
                      const TrainSummary& summary, const std::vector<ProcessFigures>& processes) {
-  JsonWriter rss, device_peak, busy;
-  bool any_busy = false;
+  JsonWriter rss, device_peak, busy, tensors, reserved;
+  bool any_busy = false, any_reserved = false;
   for (const ProcessFigures& p : processes) {
     rss.Field(p.name, p.peak_rss_bytes);
     if (p.peak_device_bytes) device_peak.Field(p.name, *p.peak_device_bytes);
+    if (p.peak_tensor_bytes) tensors.Field(p.name, *p.peak_tensor_bytes);
+    if (p.peak_reserved_bytes) {
+      reserved.Field(p.name, *p.peak_reserved_bytes);
+      any_reserved = true;
+    }
     if (p.busy_s) {
       busy.Field(p.name, summary.wall_s > 0 ? *p.busy_s / summary.wall_s : 0.0);
       any_busy = true;
@@ -79,7 +84,9 @@ void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mod
       .Field("wall_s", summary.wall_s)
       .Field("samples_per_s", summary.samples_per_s)
       .Raw("peak_rss_bytes", rss.str())
-      .Raw("peak_device_bytes", device_peak.str());
+      .Raw("peak_device_bytes", device_peak.str())
+      .Raw("peak_tensor_bytes", tensors.str());
+  if (any_reserved) common.Raw("peak_reserved_bytes", reserved.str());
   if (any_busy) common.Raw("busy_fraction", busy.str());
   common.Field("param_digest", summary.param_digest);
   run.WriteSummary(body.substr(0, body.size() - 1) + "," + common.str().substr(1));

@@ -10,7 +10,11 @@
 //   {"mode": "pipeline" | "single-process", <the mode's own fields>,
 //    "steps", "final_loss", "wall_s", "samples_per_s",
 //    "peak_rss_bytes": {process: bytes}, "peak_device_bytes": {process: bytes},
+//    "peak_tensor_bytes": {process: bytes}, ["peak_reserved_bytes": {process: bytes}],
 //    ["busy_fraction": {process: fraction of wall_s}], "param_digest"}
+// peak_tensor_bytes is measured (tensor_accounting.h): the most tensor storage
+// each trainer process held at once on its device; peak_reserved_bytes, on
+// CUDA only, what its caching allocator held.
 // The pipeline's own fields are schedule, transport, nnodes and run_id; a
 // process without a device peak (the launcher) is left out of
 // peak_device_bytes.
@@ -79,8 +83,10 @@ void WarnStopped(int64_t completed, const RunDir& run);
 struct ProcessFigures {
   std::string name;  // "trainer", "launcher", "encoder", "decoder"
   int64_t peak_rss_bytes = 0;
-  std::optional<int64_t> peak_device_bytes;  // none: not on a device (the launcher)
-  std::optional<double> busy_s;              // time holding the device turn (stages)
+  std::optional<int64_t> peak_device_bytes;    // none: not on a device (the launcher)
+  std::optional<double> busy_s;                // time holding the device turn (stages)
+  std::optional<int64_t> peak_tensor_bytes;    // tensor storage on its device (trainers)
+  std::optional<int64_t> peak_reserved_bytes;  // CUDA: the caching allocator's peak reserve
 };
 
 // Writes summary.json: `mode`, then `mode_fields` (a JsonWriter's fields in

@@ -13,6 +13,7 @@
 #include "common/model/precision.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
+#include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
 #include "common/proc_stats.h"
 #include "launcher/progress.h"
@@ -90,7 +91,9 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s, fp16);
     progress.Step(
         step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
-        Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB",
+        Str("rss: trainer ", CurrentRssBytes() >> 20,
+            " MiB  tensors: ", TensorBytesOn(device).live >> 20, "/",
+            TensorBytesOn(device).peak >> 20, " MiB (live/peak)",
             device.is_cuda() ? Str("  device peak: ", PeakDeviceBytes(device) >> 20, " MiB")
                              : std::string()));
     summary.final_loss = loss_sum;
@@ -114,8 +117,10 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
   summary.wall_s = Seconds(wall_start, Clock::now());
   summary.SetThroughput(start, completed, t.batch_size);
   summary.param_digest = ParamDigest(NamedState(*model->encoder), NamedState(*model->decoder));
+  const TensorBytes tensors = TensorBytesOn(device);
   WriteRunSummary(run, "single-process", JsonWriter(), summary,
-                  {{"trainer", PeakRssBytes(), PeakDeviceBytes(device), std::nullopt}});
+                  {{"trainer", PeakRssBytes(), PeakDeviceBytes(device), std::nullopt, tensors.peak,
+                    device.is_cuda() ? std::optional<int64_t>(tensors.reserved) : std::nullopt}});
   return summary;
 }
 

@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/model/device_memory.h"
+#include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
 #include "common/proc_stats.h"
 #include "common/sha256.h"
@@ -105,6 +106,7 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
 // Answers the launcher until Finish. Throws on any failure.
 void Serve(const std::string& stage, StageWorker& worker, ControlChannel& control, double wait_s,
            StageRecorder* recorder, const torch::Device& device, const std::string& scratch) {
+  up::TensorBytes run_peak;  // the peaks over the whole run (turn peaks are reset)
   for (;;) {
     const int64_t wait_start = TracingOn() ? MonotonicMicros() : 0;
     ControlMessage m = control.Receive(After(wait_s));
@@ -114,7 +116,12 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
         const TurnRequest turn = DecodeTurn(m);
         TestHookPoint(stage, "turn", turn.step + 1);
         if (recorder) recorder->BeforeTurn(worker, turn);
+        ResetPeakTensorBytes(device);  // the report carries this turn's own peak
         TurnReport report = worker.RunTurn(turn);
+        const up::TensorBytes tensors = TensorBytesOn(device);
+        report.tensor_bytes = tensors.live;
+        report.turn_peak_tensor_bytes = tensors.peak;
+        run_peak.Merge(tensors);
         if (recorder) recorder->AfterTurn(worker, turn);
         report.rss_bytes = CurrentRssBytes();
         report.device_peak_bytes = PeakDeviceBytes(device);
@@ -147,7 +154,9 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
         LogInfo(Str("finished: peak rss ", PeakRssBytes() >> 20, " MiB, device peak ",
                     PeakDeviceBytes(device) >> 20, " MiB"));
         TestHookPoint(stage, "finish");
-        control.Send(Encode(ByeReport{PeakRssBytes(), PeakDeviceBytes(device)}));
+        run_peak.Merge(TensorBytesOn(device));
+        control.Send(Encode(
+            ByeReport{PeakRssBytes(), PeakDeviceBytes(device), run_peak.peak, run_peak.reserved}));
         return;
       default:
         throw RuntimeError(std::string("protocol error: the launcher sent ") + MsgTypeName(m.type));
@@ -219,6 +228,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   // Ctrl-C reaches the whole process group: the launcher decides how the run
   // stops (finish the step, checkpoint), so the stages ignore it.
   signal(SIGINT, SIG_IGN);
+  InstallTensorAccounting();  // before the first tensor
   if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
   std::optional<ControlChannel> control;
   try {

@@ -26,6 +26,13 @@ void ReleaseCachedMemory(const torch::Device& device);
 // Peak bytes allocated on `device` since start (0 on CPU).
 int64_t PeakDeviceBytes(const torch::Device& device);
 
+// The caching allocator's statistics on a CUDA `device`: bytes allocated now,
+// their peak, and the peak reserved (all 0 on CPU: see tensor_accounting.h).
+void DeviceTensorStats(const torch::Device& device, int64_t* live, int64_t* peak,
+                       int64_t* reserved_peak);
+// Starts the allocated and reserved peaks anew (no-op on CPU).
+void ResetDevicePeak(const torch::Device& device);
+
 // Caps this process's share of `device` (fraction of its total memory), as
 // the 16 GiB checks need. No-op on CPU.
 void SetMemoryFraction(const torch::Device& device, double fraction);

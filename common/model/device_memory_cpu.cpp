@@ -14,6 +14,10 @@ torch::Device ParseDevice(const std::string& value, const std::string& what) {
 
 void ReleaseCachedMemory(const torch::Device&) {}
 int64_t PeakDeviceBytes(const torch::Device&) { return 0; }
+void DeviceTensorStats(const torch::Device&, int64_t* live, int64_t* peak, int64_t* reserved_peak) {
+  *live = *peak = *reserved_peak = 0;
+}
+void ResetDevicePeak(const torch::Device&) {}
 void SetMemoryFraction(const torch::Device&, double) {}
 void ApplyMemoryCapFromEnv(const torch::Device&) {}
 torch::Tensor EmptyHostLike(const torch::Tensor& like) {

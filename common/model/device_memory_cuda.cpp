@@ -45,6 +45,21 @@ int64_t PeakDeviceBytes(const torch::Device& device) {
       .peak;
 }
 
+void DeviceTensorStats(const torch::Device& device, int64_t* live, int64_t* peak,
+                       int64_t* reserved_peak) {
+  *live = *peak = *reserved_peak = 0;
+  if (!device.is_cuda()) return;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  *live = stats.allocated_bytes[all].current;
+  *peak = stats.allocated_bytes[all].peak;
+  *reserved_peak = stats.reserved_bytes[all].peak;
+}
+
+void ResetDevicePeak(const torch::Device& device) {
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+}
+
 void SetMemoryFraction(const torch::Device& device, double fraction) {
   if (device.is_cuda())
     c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());

@@ -116,6 +116,15 @@ TEST(BenchMemory, JsonHasEveryProcess) {
   const std::string rss = JsonField(json, "peak_rss_bytes");
   EXPECT_GT(std::stoll(JsonField(rss, "trainer")), 0) << rss;
   EXPECT_GT(std::stoll(JsonField(rss, "decoder")), 0) << rss;
+  // Measured tensor bytes: each stage holds less than the whole model's trainer.
+  const std::string tensors = JsonField(json, "peak_tensor_bytes");
+  const long long trainer = std::stoll(JsonField(tensors, "trainer"));
+  EXPECT_GT(trainer, 0) << tensors;
+  EXPECT_LT(std::stoll(JsonField(tensors, "encoder")), trainer) << tensors;
+  EXPECT_LT(std::stoll(JsonField(tensors, "decoder")), trainer) << tensors;
+  const double ratio = std::stod(JsonField(json, "tensor_ratio"));
+  EXPECT_GT(ratio, 0);
+  EXPECT_LT(ratio, 1);
 }
 
 TEST(BenchBadArgs, ExitTwoWithOneLine) {
