@@ -12,7 +12,7 @@
 #   scripts/gpu-check.sh run       # there: unpacks .debs/ into .gpu-prefix/,
 #       configures (-G Ninja) and builds build-gpu/ against
 #       `python3 -c 'import torch'`'s LibTorch on every core (first the
-#       binaries and gpu_test), runs `ctest -L gpu`, `plan`, brats16g
+#       binaries, gpu_test and cuda_test), runs `ctest -L gpu`, `plan`, brats16g
 #       single-process and pipeline (activations recompute) in fp32, bf16 and fp16
 #       for 3 steps under a 16 GiB budget, `bench transport` and `bench step`
 #       (configs/small.yaml on cuda), and last builds every other target.
@@ -513,7 +513,7 @@ step_build() {
 
 step_gpu_tests() {
   local log="$LOGS/gpu-tests.log"
-  skip_or_limit gpu_tests 120 || return 0
+  skip_or_limit gpu_tests 240 || return 0
   timed "$log" "$LIMIT" ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 90 \
     --output-junit "$LOGS/gpu-tests.xml"
   python3 "$HELPER" ctest "$log" "$LOGS/gpu-tests.xml" >"$STATE/ctest.json"
@@ -592,7 +592,7 @@ run_check() {
   LIMIT_BUILD="${UP_GPU_CHECK_BUILD_S:-300}"
   LIMIT_TRAIN="${UP_GPU_CHECK_TRAIN_S:-75}"
   local targets
-  read -r -a targets <<<"${UP_GPU_CHECK_TARGETS:-unet-pipeline encoder_proc decoder_proc gpu_test}"
+  read -r -a targets <<<"${UP_GPU_CHECK_TARGETS:-unet-pipeline encoder_proc decoder_proc gpu_test cuda_test}"
   local build_all="${UP_GPU_CHECK_BUILD_ALL:-1}"
   WORK="$ROOT/$BUILD_DIR-check"
   [[ "$BUILD_DIR" = /* ]] && WORK="$BUILD_DIR-check"

@@ -8,7 +8,9 @@
 // and freeing needs no table and no lock. Tensors that view memory they do
 // not own (a ring slot a stage receives, from_blob) are not counted.
 // CUDA: the caching allocator's own statistics (allocated and reserved).
-// Thread-safe: the counters are atomics.
+// Installing it also keeps freed blocks in the process rather than handing
+// them back to the kernel (glibc's mmap and trim thresholds), so a step does
+// not fault its tensors in again. Thread-safe: the counters are atomics.
 #pragma once
 
 #include <torch/torch.h>

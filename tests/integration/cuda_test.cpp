@@ -1,0 +1,95 @@
+// GPU-labelled tests for what only a GPU can show: the caching allocator's
+// tensor accounting, CUDA stages training like CPU stages (fp32, bf16, fp16,
+// within a tolerance: cuDNN's kernels are not the CPU's), and parking with the
+// side-stream prefetch changing nothing but timing. Each skips with a printed
+// reason where no GPU is visible; scripts/gpu-check.sh runs them (ctest -L gpu).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/model/tensor_accounting.h"
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+bool NoGpu(std::string* why) {
+  if (torch::cuda::is_available()) return false;
+  *why = "no CUDA device visible on this machine: this test needs one";
+  return true;
+}
+
+TEST(CudaAccounting, CachingAllocatorCountsTensors) {
+  std::string why;
+  if (NoGpu(&why)) GTEST_SKIP() << why;
+  const torch::Device gpu(torch::kCUDA, 0);
+  ResetPeakTensorBytes(gpu);
+  const TensorBytes before = TensorBytesOn(gpu);
+  {
+    torch::Tensor t = torch::empty({16 << 20}, torch::TensorOptions(gpu).dtype(torch::kFloat32));
+    const TensorBytes during = TensorBytesOn(gpu);
+    EXPECT_GE(during.live - before.live, 64ll << 20);
+    EXPECT_GE(during.peak, during.live);
+    EXPECT_GE(during.reserved, during.peak);
+  }
+  EXPECT_EQ(TensorBytesOn(gpu).live, before.live);
+  EXPECT_GE(TensorBytesOn(gpu).peak - before.live, 64ll << 20);
+}
+
+double FinalLoss(const std::string& run) {
+  return std::stod(JsonField(Slurp(run + "/summary.json"), "final_loss"));
+}
+
+void TrainTiny(const TempDir& dir, const std::string& out, std::vector<std::string> sets) {
+  std::vector<std::string> args{
+      BinPath("unet-pipeline"), "train", "--config", SourcePath("configs/tiny.yaml"), "--set",
+      "train.steps=4",          "--out", dir / out};
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  CommandResult r = RunCommand(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(CudaStages, TrainLikeCpuStagesWithinTolerance) {
+  std::string why;
+  if (NoGpu(&why)) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::vector<std::string> cuda = {"pipeline.stages.encoder.device=cuda:0",
+                                         "pipeline.stages.decoder.device=cuda:0"};
+  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+    TrainTiny(dir, "cpu-" + precision, {"train.precision=" + precision});
+    std::vector<std::string> sets = cuda;
+    sets.push_back("train.precision=" + precision);
+    TrainTiny(dir, "cuda-" + precision, sets);
+    sets.push_back("pipeline.transport=cuda_ipc");
+    TrainTiny(dir, "ipc-" + precision, sets);
+    const double cpu = FinalLoss(dir / ("cpu-" + precision));
+    const double tolerance = precision == "fp32" ? 0.02 : 0.08;
+    EXPECT_NEAR(FinalLoss(dir / ("cuda-" + precision)), cpu, tolerance * cpu) << precision;
+    EXPECT_NEAR(FinalLoss(dir / ("ipc-" + precision)), cpu, tolerance * cpu) << precision;
+    const std::string summary = Slurp(dir / ("cuda-" + precision) + "/summary.json");
+    EXPECT_GT(std::stoll(JsonField(JsonField(summary, "peak_tensor_bytes"), "encoder")), 0)
+        << summary;
+    EXPECT_FALSE(JsonField(summary, "peak_reserved_bytes").empty()) << summary;
+  }
+}
+
+TEST(CudaStages, ParkingWithPrefetchTrainsLikeWithout) {
+  std::string why;
+  if (NoGpu(&why)) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::vector<std::string> parked = {"pipeline.stages.encoder.device=cuda:0",
+                                           "pipeline.stages.decoder.device=cuda:0",
+                                           "pipeline.park=always"};
+  std::vector<std::string> prefetch = parked;
+  prefetch.push_back("pipeline.prefetch=on");
+  TrainTiny(dir, "parked", parked);
+  TrainTiny(dir, "prefetch", prefetch);
+  const double loss = FinalLoss(dir / "parked");
+  EXPECT_NEAR(FinalLoss(dir / "prefetch"), loss, 0.02 * loss);
+}
+
+}  // namespace
+}  // namespace up::test
