@@ -139,6 +139,16 @@ StepReport RunStepBench(const StepOptions& o) {
   std::vector<Variant> fp16{MakeVariant(o, kPair, "single fp16", true, {"train.precision=fp16"}),
                             MakeVariant(o, kPair, "pipeline fp16", false,
                                         {"pipeline.activations=keep", "train.precision=fp16"})};
+  // The trainers with glibc's malloc defaults (freed blocks go back to the
+  // kernel and are faulted in again next step), against the same trainers as
+  // they run (tensor_accounting.h keeps freed blocks in the process).
+  std::vector<Variant> malloc_defaults{
+      MakeVariant(o, kPair, "single glibc defaults", true, {}),
+      MakeVariant(o, kPair, "pipeline glibc defaults", false, {"pipeline.activations=keep"})};
+  for (Variant& v : malloc_defaults) {
+    v.spec.env = {"UP_GLIBC_MALLOC_DEFAULTS=1"};
+    pair.push_back(v);  // pair[3], pair[4]: alternated with the rows they are compared to
+  }
   TempFolder tmp;
   int runs = 0;
   RunAlternated(o, pair, tmp, &runs);
@@ -165,6 +175,10 @@ StepReport RunStepBench(const StepOptions& o) {
     SetRatio(v.row, unlocked[0].row);
     report.rows.push_back(v.row);
   }
+  SetRatio(pair[3].row, pair[1].row);  // glibc defaults against the trainers as they run
+  SetRatio(pair[4].row, pair[0].row);
+  report.rows.push_back(pair[3].row);
+  report.rows.push_back(pair[4].row);
   SetRatio(fp16[1].row, fp16[0].row);
   report.rows.push_back(fp16[0].row);
   report.rows.push_back(fp16[1].row);

@@ -17,6 +17,7 @@ struct TrainerSpec {
   bool single_process = false;    // the reference trainer instead of the pipeline
   std::vector<std::string> sets;  // "key=value" overrides, each passed as --set
   std::string trace;              // pipeline: write a Chrome trace here (--trace)
+  std::vector<std::string> env;   // "NAME=value" added to the run's environment
 };
 
 struct TrainerResult {
