@@ -46,6 +46,11 @@ class JsonWriter {
     return *this;
   }
 
+  // Appends every field of `other`, in its order.
+  JsonWriter& Append(const JsonWriter& other) {
+    if (!other.body_.empty()) body_ += (body_.empty() ? "" : ",") + other.body_;
+    return *this;
+  }
   std::string str() const { return "{" + body_ + "}"; }
 
   // `s` as a JSON string literal.

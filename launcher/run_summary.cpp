@@ -75,21 +75,20 @@ void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mod
       any_busy = true;
     }
   }
-  std::string body = JsonWriter().Field("mode", mode).str();
-  const std::string own = mode_fields.str();  // "{...}": spliced in after "mode"
-  if (own.size() > 2) body = body.substr(0, body.size() - 1) + "," + own.substr(1);
-  JsonWriter common;
-  common.Field("steps", summary.steps)
+  JsonWriter out;
+  out.Field("mode", mode)
+      .Append(mode_fields)
+      .Field("steps", summary.steps)
       .Field("final_loss", summary.final_loss)
       .Field("wall_s", summary.wall_s)
       .Field("samples_per_s", summary.samples_per_s)
       .Raw("peak_rss_bytes", rss.str())
       .Raw("peak_device_bytes", device_peak.str())
       .Raw("peak_tensor_bytes", tensors.str());
-  if (any_reserved) common.Raw("peak_reserved_bytes", reserved.str());
-  if (any_busy) common.Raw("busy_fraction", busy.str());
-  common.Field("param_digest", summary.param_digest);
-  run.WriteSummary(body.substr(0, body.size() - 1) + "," + common.str().substr(1));
+  if (any_reserved) out.Raw("peak_reserved_bytes", reserved.str());
+  if (any_busy) out.Raw("busy_fraction", busy.str());
+  out.Field("param_digest", summary.param_digest);
+  run.WriteSummary(out.str());
 }
 
 }  // namespace up

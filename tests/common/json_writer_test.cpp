@@ -14,6 +14,15 @@ namespace {
 
 TEST(JsonWriterTest, EmptyObject) { EXPECT_EQ(JsonWriter().str(), "{}"); }
 
+TEST(JsonWriterTest, AppendKeepsBothOrders) {
+  JsonWriter tail;
+  tail.Field("b", 2).Field("c", "x");
+  EXPECT_EQ(JsonWriter().Field("a", 1).Append(tail).Field("d", true).str(),
+            "{\"a\":1,\"b\":2,\"c\":\"x\",\"d\":true}");
+  EXPECT_EQ(JsonWriter().Field("a", 1).Append(JsonWriter()).str(), "{\"a\":1}");
+  EXPECT_EQ(JsonWriter().Append(tail).str(), "{\"b\":2,\"c\":\"x\"}");
+}
+
 TEST(JsonWriterTest, FieldsInOrderWithEveryType) {
   JsonWriter w;
   w.Field("a", 1)
