@@ -1,7 +1,8 @@
 // GPU-labelled tests for what only a GPU can show: the caching allocator's
 // tensor accounting, CUDA stages training like CPU stages (fp32, bf16, fp16,
-// within a tolerance: cuDNN's kernels are not the CPU's), and parking with the
-// side-stream prefetch changing nothing but timing. Each skips with a printed
+// within a tolerance: cuDNN's kernels are not the CPU's; over shm, cuda_ipc
+// and, with two GPUs, NCCL), and parking with the side-stream prefetch
+// changing nothing but timing. Each skips with a printed
 // reason where no GPU is visible; scripts/gpu-check.sh runs them (ctest -L gpu).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -74,6 +75,22 @@ TEST(CudaStages, TrainLikeCpuStagesWithinTolerance) {
         << summary;
     EXPECT_FALSE(JsonField(summary, "peak_reserved_bytes").empty()) << summary;
   }
+}
+
+TEST(CudaStages, NcclBetweenTwoGpusTrainsLikeCpu) {
+  std::string why;
+  if (NoGpu(&why)) GTEST_SKIP() << why;
+  if (torch::cuda::device_count() < 2) {
+    GTEST_SKIP() << "one CUDA device here: NCCL joins two GPUs (on one GPU the pipeline refuses "
+                    "nccl and uses cuda_ipc, tested above)";
+  }
+  TempDir dir;
+  TrainTiny(dir, "cpu", {});
+  TrainTiny(dir, "nccl",
+            {"pipeline.stages.encoder.device=cuda:0", "pipeline.stages.decoder.device=cuda:1",
+             "pipeline.transport=nccl"});
+  const double cpu = FinalLoss(dir / "cpu");
+  EXPECT_NEAR(FinalLoss(dir / "nccl"), cpu, 0.02 * cpu);
 }
 
 TEST(CudaStages, ParkingWithPrefetchTrainsLikeWithout) {
