@@ -3,15 +3,15 @@
 
 #include <c10/core/CPUAllocator.h>
 
-#include <algorithm>
 #include <malloc.h>
+#include <algorithm>
 
 #include <atomic>
-#include <limits>
-#include <string>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
+#include <string>
 
 #include "common/model/device_memory.h"
 
