@@ -84,8 +84,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const bool lock_on =
       ResolveLock(p.lock, placement.lock_key[0], placement.lock_key[1], p.schedule);
   const ScheduleKind kind = ParseScheduleKind(p.schedule);
-  // Clipping and fp16's "found inf" verdict need every stage's norms first.
-  const bool global_norms = t.grad_clip > 0 || t.precision == "fp16";
+  const bool global_norms = NeedsGlobalNorms(t);
   const std::vector<Phase> phases = StepSchedule(kind, t.micro_batches, global_norms);
   auto where = [&](int s) {
     return nodes.nnodes > 1 ? Str(" (node ", placement.node[s], ")") : std::string();

@@ -89,11 +89,11 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     if (t.precision == "fp16") fp16 = skips.Note(step, outcome.scale, outcome.skipped);
 
     AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s, fp16);
+    const TensorBytes tensors_now = TensorBytesOn(device);
     progress.Step(
         step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
-        Str("rss: trainer ", CurrentRssBytes() >> 20,
-            " MiB  tensors: ", TensorBytesOn(device).live >> 20, "/",
-            TensorBytesOn(device).peak >> 20, " MiB (live/peak)",
+        Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB  tensors: ", tensors_now.live >> 20,
+            "/", tensors_now.peak >> 20, " MiB (live/peak)",
             device.is_cuda() ? Str("  device peak: ", PeakDeviceBytes(device) >> 20, " MiB")
                              : std::string()));
     summary.final_loss = loss_sum;

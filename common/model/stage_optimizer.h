@@ -27,6 +27,13 @@ namespace up {
 // `warmup_steps`, then constant or cosine decay to 0 at `steps`.
 double ScheduledLr(const TrainConfig& train, int64_t step);
 
+// Whether a step needs every stage's gradient norms first: for clipping's
+// global norm and for fp16's "found inf" verdict. The launcher's schedule and
+// every StageOptimizer ask this one function.
+inline bool NeedsGlobalNorms(const TrainConfig& train) {
+  return train.grad_clip > 0 || train.precision == "fp16";
+}
+
 class StageOptimizer {
  public:
   StageOptimizer(torch::nn::Module& module, const TrainConfig& train);
@@ -53,7 +60,7 @@ class StageOptimizer {
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   // Whether Step needs every stage's norms: for clipping and for fp16's verdict.
-  bool needs_global_norms() const { return train_.grad_clip > 0 || fp16_; }
+  bool needs_global_norms() const { return NeedsGlobalNorms(train_); }
   LossScale& loss_scale_state() { return scale_; }
 
  private:
