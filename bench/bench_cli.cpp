@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_capacity.h"
 #include "bench/bench_memory.h"
 #include "bench/bench_step.h"
 #include "bench/bench_transport.h"
@@ -21,10 +22,11 @@ namespace up {
 namespace {
 
 constexpr const char* kBenchUsage =
-    "usage: unet-pipeline bench <transport|step|memory> [options]\n"
+    "usage: unet-pipeline bench <transport|step|memory|capacity> [options]\n"
     "  transport  one-way throughput and latency of each transport next to memcpy\n"
     "  step       median step time: pipeline vs single-process, and the schedules\n"
     "  memory     peak RSS per stage process vs the single-process trainer\n"
+    "  capacity   the largest model (or patch) each way of training fits in --budget\n"
     "run `unet-pipeline bench <bench> --help` for its options";
 
 // Parses argv with `options` (plus --json and --help); nullopt after --help.
@@ -104,10 +106,38 @@ int Memory(int argc, char** argv) {
   return 0;
 }
 
+int Capacity(int argc, char** argv) {
+  cxxopts::Options options("bench capacity",
+                           "The largest model or patch each way of training fits in a budget.");
+  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
+      "budget", "device memory, as train.memory_budget takes it (16GiB)",
+      cxxopts::value<std::string>())("scale", "features | patch (default features)",
+                                     cxxopts::value<std::string>())(
+      "steps", "steps per probe (default 2)", cxxopts::value<int64_t>())(
+      "max-scale", "stop the search there (default 4096)", cxxopts::value<int>())(
+      "set", "override a config key in every run (repeatable)",
+      cxxopts::value<std::vector<std::string>>());
+  const auto args = Parse(options, argc, argv);
+  if (!args) return 0;
+  bench::CapacityOptions o;
+  o.config = Get<std::string>(*args, "config", "");
+  o.budget = Get<std::string>(*args, "budget", "");
+  o.scale = Get<std::string>(*args, "scale", o.scale);
+  o.steps = Get<int64_t>(*args, "steps", o.steps);
+  o.max_scale = Get<int>(*args, "max-scale", o.max_scale);
+  if (o.max_scale < 1) throw UsageError("--max-scale must be at least 1");
+  o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
+  const bench::CapacityReport report = bench::RunCapacityBench(o);
+  std::cout << (args->count("json") ? bench::CapacityJson(report) + "\n"
+                                    : bench::CapacityTable(report))
+            << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 int BenchMain(int argc, char** argv) {
-  if (argc < 2) throw UsageError("bench needs one of: transport, step, memory");
+  if (argc < 2) throw UsageError("bench needs one of: transport, step, memory, capacity");
   const std::string which = argv[1];
   if (which == "-h" || which == "--help") {
     std::cout << kBenchUsage << std::endl;
@@ -116,7 +146,8 @@ int BenchMain(int argc, char** argv) {
   if (which == "transport") return Transport(argc - 1, argv + 1);
   if (which == "step") return Step(argc - 1, argv + 1);
   if (which == "memory") return Memory(argc - 1, argv + 1);
-  throw UsageError("unknown bench '" + which + "'; use transport, step or memory");
+  if (which == "capacity") return Capacity(argc - 1, argv + 1);
+  throw UsageError("unknown bench '" + which + "'; use transport, step, memory or capacity");
 }
 
 }  // namespace up

@@ -346,6 +346,67 @@ def memory_section(m, mb1, rec=None):
     return out
 
 
+def capacity_section(c, title):
+    """One `bench capacity` run: the largest size each way trains under the budget."""
+    what = "parameters" if c["scale"] == "features" else "patch voxels"
+    out = [
+        f"### {title}",
+        "",
+        f"`unet-pipeline bench capacity --config {c['config']} --budget "
+        f"{size_text(c['budget_bytes'])} --scale {c['scale']}`"
+        + (f" (sets {', '.join(c['sets'])})" if c["sets"] else "")
+        + f": each probe trains {c['steps']} steps under `train.memory_budget`; a doubling "
+        "then a bisection over the scale finds the largest that does not run out. Peak tensors is "
+        "`peak_device_tensor_bytes` of that run (every process on the device together).",
+        "",
+        f"| way | largest that trains | parameters | peak tensors (MiB) | step (s) | x plain "
+        f"({what}) | x best single-process |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in c["rows"]:
+        out.append(
+            f"| {r['way']} | {r['size'] or '(none)'} | {r['parameters']:,} | "
+            f"{mib(r['peak_device_tensor_bytes'])} | {r['step_s']:.3f} | {r['vs_plain']:.2f} | "
+            f"{r['vs_best_single']:.2f} |")
+    pipes = [r for r in c["rows"] if r["way"].startswith("pipeline recompute")]
+    if pipes:
+        best = max(pipes, key=lambda r: r["vs_plain"])
+        out += [
+            "",
+            f"Targets: the pipeline recomputing with parked stages ({best['way']}) trains "
+            f"{best['vs_plain']:.2f}x plain single-process's {what} (target >= 2x: "
+            f"{verdict(best['vs_plain'] >= 2)}) and {best['vs_best_single']:.2f}x the best "
+            f"single-process way's (target >= 1x: {verdict(best['vs_best_single'] >= 1)}).",
+        ]
+    out.append("")
+    return out
+
+
+def capacity_sections(runs):
+    runs = [(c, t) for c, t in runs if c]
+    if not runs:
+        return []
+    out = [
+        "## Capacity: the largest model each way trains in one budget",
+        "",
+        "The same budget for every way, as a card of that size would be (`train.memory_budget`: "
+        "on this CPU each device's processes share one counted total; parked state and ring slots "
+        "stay outside it, as pinned host memory does on a GPU). The single-process ways are what "
+        "a PyTorch user does on one card: plain, gradient accumulation down to one sample per "
+        "micro-batch, activation checkpointing per level (`train.checkpointing: levels`), and "
+        "both. What limits each: single-process holds the whole model's weights, gradients and "
+        "Adam's two moments at once, four copies of every parameter, plus one micro-batch's "
+        "activations; the pipeline's turn holds one stage's state (the other is parked in host "
+        "memory) and, recomputing, one stage's activations, so at the state-bound end it fits "
+        "about twice the parameters, and more where activations dominate and micro-batches "
+        "shrink them.",
+        "",
+    ]
+    for c, title in runs:
+        out += capacity_section(c, title)
+    return out
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: report.py RESULTS_DIR OUT_MD")
@@ -371,6 +432,11 @@ def main():
     lines += step_sections(tiny, small)
     if mem:
         lines += memory_section(mem, mb1, rec)
+    lines += capacity_sections([
+        (load(folder, "capacity-tiny"), "tiny, widths scaled"),
+        (load(folder, "capacity-tiny-patch"), "tiny, patch scaled"),
+        (load(folder, "capacity-tiny3d"), "tiny3d, widths scaled"),
+    ])
     # The GPU check's section (scripts/gpu-report.py) is not this script's:
     # carried over as it stands.
     gpu = ""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds unet-pipeline, runs the three benches on the standard configs, keeps
+# Builds unet-pipeline, runs the four benches on the standard configs, keeps
 # their JSON in bench/results/ and regenerates docs/BENCHMARKS.md from it.
 # Sized to finish in a few minutes on 2 cores. Environment:
 #   UP_BUILD_DIR      build folder (default build)
@@ -33,5 +33,9 @@ run memory-small memory --config configs/small.yaml --steps 3
 run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1
 # And with the encoder's activations recomputed instead of kept.
 run memory-small-recompute memory --config configs/small.yaml --steps 3 --set pipeline.activations=recompute
+# The largest model (and patch) each way of training fits in one budget.
+run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
+run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch
+run capacity-tiny3d capacity --config configs/tiny3d.yaml --budget 48MiB
 python3 bench/report.py "$OUT" docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md" >&2

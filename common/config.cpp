@@ -30,6 +30,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/byte_size.h"
 #include "common/errors.h"
 
 namespace up {
@@ -64,6 +65,8 @@ const std::vector<std::string>& LeafKeys() {
       "train.precision",
       "train.loss_scale.init",
       "train.loss_scale.growth_interval",
+      "train.memory_budget",
+      "train.checkpointing",
       "train.seed",
       "train.threads",
       "checkpoint.every",
@@ -562,6 +565,22 @@ class Reader {
     *field = node.Scalar();
   }
 
+  // A size with a unit ("16GiB") or a number of bytes; null means none (0).
+  void ByteSize(const std::string& path, int64_t* field) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    if (node.IsNull()) {
+      *field = 0;
+      return;
+    }
+    if (!node.IsScalar()) FailAt(path, "", "expected a size like 16GiB or a number of bytes");
+    try {
+      *field = ParseByteSize(node.Scalar(), path);
+    } catch (const UsageError& e) {
+      Fail(e.what());
+    }
+  }
+
   // Any string; null means empty.
   void String(const std::string& path, std::string* field) const {
     if (!Has(path)) return;
@@ -716,6 +735,8 @@ void ReadTrain(const Reader& r, TrainConfig* t) {
   r.Enum("train.precision", &t->precision, {"fp32", "bf16", "fp16"});
   r.Real("train.loss_scale.init", &t->loss_scale_init, {0.0, true, false});
   r.Int("train.loss_scale.growth_interval", &t->loss_scale_growth_interval, kAtLeast1);
+  r.ByteSize("train.memory_budget", &t->memory_budget);
+  r.Enum("train.checkpointing", &t->checkpointing, {"off", "levels"});
   r.UInt64("train.seed", &t->seed);
   r.Int("train.threads", &t->threads, {1, 256});
 }
@@ -920,6 +941,8 @@ std::string DumpConfig(const Config& c) {
   line(2, "loss_scale", "");
   line(4, "init", FormatDouble(t.loss_scale_init));
   line(4, "growth_interval", num(t.loss_scale_growth_interval));
+  line(2, "memory_budget", t.memory_budget > 0 ? std::to_string(t.memory_budget) : "null");
+  line(2, "checkpointing", Quote(t.checkpointing));
   line(2, "seed", std::to_string(t.seed));
   line(2, "threads", num(t.threads));
 

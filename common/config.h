@@ -47,6 +47,8 @@ struct TrainConfig {
   std::string precision = "fp32";         // fp32 | bf16 | fp16 (with a dynamic loss scale)
   double loss_scale_init = 65536.0;       // fp16: the first loss scale, > 0
   int loss_scale_growth_interval = 2000;  // fp16: double the scale after this many finite steps
+  int64_t memory_budget = 0;              // bytes each device of the run holds; 0 = its own size
+  std::string checkpointing = "off";      // single-process: off | levels (recompute in backward)
   uint64_t seed = 0;                      // any
   int threads = 1;                        // >= 1, torch intra-op threads per process
 };

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 
+#include "common/byte_size.h"
 #include "common/deadline.h"
 #include "common/errors.h"
 #include "common/fs_util.h"
@@ -22,6 +24,7 @@
 #include "common/test_hooks.h"
 #include "common/trace.h"
 #include "ipc/cuda_ipc_channel.h"
+#include "ipc/device_budget_segment.h"
 #include "ipc/shm_ring.h"
 #include "launcher/device_lock.h"
 #include "launcher/handshake.h"
@@ -64,7 +67,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   // Devices are checked here, before any process starts.
   const torch::Device enc_device = ParseDevice(p.encoder.device, "pipeline.stages.encoder.device");
   const torch::Device dec_device = ParseDevice(p.decoder.device, "pipeline.stages.decoder.device");
-  const bool parking = ShouldPark(p.park, enc_device, dec_device);
+  const bool parking = ShouldPark(p.park, enc_device, dec_device, t.memory_budget > 0);
   const bool prefetch = parking && p.prefetch == "on";
   const bool cuda_ipc = p.transport == "cuda_ipc";
   if (p.transport == "nccl" && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
@@ -80,6 +83,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     throw UsageError(
         "pipeline.transport = cuda_ipc: both stages must be on CUDA devices (encoder " +
         p.encoder.device + ", decoder " + p.decoder.device + "); use shm");
+  }
+  if (t.checkpointing != "off") {
+    throw UsageError("train.checkpointing = " + t.checkpointing +
+                     " is the single-process trainer's; the pipeline recomputes with "
+                     "pipeline.activations: recompute (or add --single-process)");
   }
   const bool lock_on =
       ResolveLock(p.lock, placement.lock_key[0], placement.lock_key[1], p.schedule);
@@ -132,6 +140,15 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     bwd = ipc::ShmRing::Create(
         {bwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
   }
+  // The CPU device the local stages share keeps its tensor total (and the
+  // budget, when there is one) in shared memory that each stage charges.
+  std::optional<ipc::DeviceBudgetSegment> cpu_budget;
+  const bool cpu_stage[2] = {!enc_device.is_cuda() && placement.Local(0, 0),
+                             !dec_device.is_cuda() && placement.Local(1, 0)};
+  if (cpu_stage[0] || cpu_stage[1]) {
+    cpu_budget.emplace(ipc::DeviceBudgetSegment::Create(
+        RunNamePrefix(getpid(), run_id.Hex()) + "-budget", t.memory_budget));
+  }
   const std::string config_sha = Sha256Hex(DumpConfig(config));
   if (rendezvous) {  // what the other node's launcher starts its stage with
     rendezvous->Set(
@@ -151,6 +168,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     }
     if (resume)
       args.insert(args.end(), {"--load", (fs::path(resume->dir) / (name + ".pt")).string()});
+    if (cpu_budget && cpu_stage[name == "encoder" ? 0 : 1])
+      args.insert(args.end(),
+                  {"--device-budget", RunNamePrefix(getpid(), run_id.Hex()) + "-budget"});
     for (std::string& a : StageDebugArgs(debug, name)) args.push_back(std::move(a));
     return args;
   };
@@ -215,6 +235,31 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
               ", decoder pid ", hellos[1].pid, where(1)));
 
   DeviceLocks locks(lock_on);
+  // Each device's total, all its stages together, after each turn: the turn's
+  // own peak plus what the other stages on it hold (their residue while parked).
+  std::map<std::string, int64_t> device_peak;
+  const auto note_device_total = [&](StageLink& active) {
+    int64_t total = active.turn_peak_tensor_bytes;
+    std::string others;
+    for (StageLink& o : stages.all()) {
+      if (&o == &active || o.device != active.device) continue;
+      total += o.tensor_bytes;
+      others += Str(", the ", o.name(), " stage holding ", FormatBytes(o.tensor_bytes));
+    }
+    int64_t& peak = device_peak[active.device];
+    peak = std::max(peak, total);
+    // A CPU device enforces the budget as it allocates; on CUDA each process's
+    // cap is the whole budget, so the stages' sum is checked here, a turn at a time.
+    const bool cuda = (active.id == StageId::kEncoder ? enc_device : dec_device).is_cuda();
+    if (cuda && t.memory_budget > 0 && total > t.memory_budget) {
+      throw RuntimeError(Str("out of memory on ", active.device, ": the ", active.name(),
+                             " stage's turn peaked at ", FormatBytes(active.turn_peak_tensor_bytes),
+                             others, ", past the ", FormatBytes(t.memory_budget),
+                             " train.memory_budget; to fit, try pipeline.activations=recompute, "
+                             "more train.micro_batches or a smaller data.size "
+                             "(`unet-pipeline plan` predicts each)"));
+    }
+  };
   const int64_t start = resume ? resume->step : 0;
   Progress progress("pipeline", t.steps);
   SkipWatch skips;
@@ -281,6 +326,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
         s.tensor_bytes = report.tensor_bytes;
         s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
+        s.turn_peak_tensor_bytes = report.turn_peak_tensor_bytes;
+        note_device_total(s);
         held_s[static_cast<int>(id)] +=
             std::chrono::duration<double>(Clock::now() - phase_start).count();
         if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
@@ -406,12 +453,18 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                              ? std::optional<int64_t>(s.peak_reserved_bytes)
                              : std::nullopt});
   }
+  std::vector<DevicePeak> devices;
+  for (const auto& [device, peak] : device_peak) {
+    const bool shared_cpu =
+        cpu_budget && device == stages[cpu_stage[0] ? StageId::kEncoder : StageId::kDecoder].device;
+    devices.push_back({device, shared_cpu ? cpu_budget->get()->peak.load() : peak});
+  }
   JsonWriter own;
   own.Field("schedule", p.schedule)
       .Field("transport", p.transport)
       .Field("nnodes", nodes.nnodes)
       .Field("run_id", run_id.Hex());
-  WriteRunSummary(run, "pipeline", own, summary, processes);
+  WriteRunSummary(run, "pipeline", own, summary, processes, devices, t.memory_budget);
   return summary;
 }
 

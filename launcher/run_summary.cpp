@@ -59,7 +59,8 @@ void WarnStopped(int64_t completed, const RunDir& run) {
 }
 
 void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mode_fields,
-                     const TrainSummary& summary, const std::vector<ProcessFigures>& processes) {
+                     const TrainSummary& summary, const std::vector<ProcessFigures>& processes,
+                     const std::vector<DevicePeak>& devices, int64_t memory_budget) {
   JsonWriter rss, device_peak, busy, tensors, reserved;
   bool any_busy = false, any_reserved = false;
   for (const ProcessFigures& p : processes) {
@@ -85,6 +86,10 @@ void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mod
       .Raw("peak_rss_bytes", rss.str())
       .Raw("peak_device_bytes", device_peak.str())
       .Raw("peak_tensor_bytes", tensors.str());
+  JsonWriter device_totals;
+  for (const DevicePeak& d : devices) device_totals.Field(d.device, d.peak_tensor_bytes);
+  out.Raw("peak_device_tensor_bytes", device_totals.str());
+  if (memory_budget > 0) out.Field("memory_budget_bytes", memory_budget);
   if (any_reserved) out.Raw("peak_reserved_bytes", reserved.str());
   if (any_busy) out.Raw("busy_fraction", busy.str());
   out.Field("param_digest", summary.param_digest);

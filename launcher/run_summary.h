@@ -89,9 +89,17 @@ struct ProcessFigures {
   std::optional<int64_t> peak_reserved_bytes;  // CUDA: the caching allocator's peak reserve
 };
 
+// The most tensor bytes one device held at once, all its processes together
+// (what `train.memory_budget` limits and `plan` predicts).
+struct DevicePeak {
+  std::string device;  // "cpu", "cuda:0"
+  int64_t peak_tensor_bytes = 0;
+};
+
 // Writes summary.json: `mode`, then `mode_fields` (a JsonWriter's fields in
 // order), then the common figures.
 void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mode_fields,
-                     const TrainSummary& summary, const std::vector<ProcessFigures>& processes);
+                     const TrainSummary& summary, const std::vector<ProcessFigures>& processes,
+                     const std::vector<DevicePeak>& devices, int64_t memory_budget);
 
 }  // namespace up

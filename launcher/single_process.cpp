@@ -5,11 +5,13 @@
 #include <filesystem>
 
 #include "common/data/dataset.h"
+#include "common/errors.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/model/device_memory.h"
 #include "common/model/digest.h"
 #include "common/model/loss.h"
+#include "common/model/out_of_memory.h"
 #include "common/model/precision.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
@@ -29,16 +31,53 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The device's total for this one process: CPU tensors are charged to it
+// (and refused past `train.memory_budget`) while it lives. Declared before
+// every tensor of the run, so it outlives them.
+class ProcessDeviceBudget {
+ public:
+  ProcessDeviceBudget(const torch::Device& device, int64_t budget) {
+    ApplyMemoryBudget(device, budget);
+    budget_.budget = budget;
+    if (!device.is_cuda()) UseDeviceBudget(&budget_);
+  }
+  ~ProcessDeviceBudget() {
+    if (CurrentDeviceBudget() == &budget_) UseDeviceBudget(nullptr);
+  }
+  ProcessDeviceBudget(const ProcessDeviceBudget&) = delete;
+  ProcessDeviceBudget& operator=(const ProcessDeviceBudget&) = delete;
+
+ private:
+  DeviceBudget budget_;
+};
+
+TrainSummary Train(const Config& config, RunDir& run, const std::optional<CheckpointRef>& resume,
+                   const torch::Device& device);
+
 }  // namespace
 
 TrainSummary RunSingleProcess(const Config& config, RunDir& run,
                               const std::optional<CheckpointRef>& resume) {
-  const TrainConfig& t = config.train;
   // The whole model on the encoder's device (the pipeline's placement of one half).
   const torch::Device device =
       ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device");
   ApplyMemoryCapFromEnv(device);
+  ProcessDeviceBudget budget(device, config.train.memory_budget);
+  try {
+    return Train(config, run, resume, device);
+  } catch (const c10::OutOfMemoryError& e) {
+    throw RuntimeError(OutOfMemoryLine("single-process trainer", e, config, true));
+  }
+}
+
+namespace {
+
+TrainSummary Train(const Config& config, RunDir& run, const std::optional<CheckpointRef>& resume,
+                   const torch::Device& device) {
+  const TrainConfig& t = config.train;
   UNet model(config.model, t.seed);
+  model->encoder->set_checkpointing(t.checkpointing == "levels");
+  model->decoder->set_checkpointing(t.checkpointing == "levels");
   model->to(device);
   model->train();
   StageOptimizer enc_opt(*model->encoder, t);
@@ -47,6 +86,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
 
   int64_t start = 0;
   if (resume) {
+    SetMemoryPlace("loading " + resume->dir);
     start = LoadStageFile((fs::path(resume->dir) / "encoder.pt").string(), *model->encoder,
                           enc_opt.optimizer(), &enc_opt.loss_scale_state());
     LoadStageFile((fs::path(resume->dir) / "decoder.pt").string(), *model->decoder,
@@ -66,6 +106,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
     DiceCounter dice(config.model.num_classes);
     double loss_sum = 0;
     for (int mb = 0; mb < t.micro_batches; ++mb) {
+      SetMemoryPlace(Str("step ", step + 1, ", micro-batch ", mb));
       MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
       torch::Tensor masks = batch.masks.to(device);  // (n, *S)
       torch::Tensor logits, loss;                    // (n, K, *S), ()
@@ -78,6 +119,7 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
       loss_sum += loss.item<double>();
       dice.Add(logits, masks);
     }
+    SetMemoryPlace(Str("step ", step + 1, ", optimizer step"));
     enc_opt.Unscale();  // fp16: norms, clipping and the verdict see unscaled gradients
     dec_opt.Unscale();
     torch::Tensor norms =
@@ -120,8 +162,11 @@ TrainSummary RunSingleProcess(const Config& config, RunDir& run,
   const TensorBytes tensors = TensorBytesOn(device);
   WriteRunSummary(run, "single-process", JsonWriter(), summary,
                   {{"trainer", PeakRssBytes(), PeakDeviceBytes(device), std::nullopt, tensors.peak,
-                    device.is_cuda() ? std::optional<int64_t>(tensors.reserved) : std::nullopt}});
+                    device.is_cuda() ? std::optional<int64_t>(tensors.reserved) : std::nullopt}},
+                  {{device.str(), tensors.peak}}, t.memory_budget);
   return summary;
 }
+
+}  // namespace
 
 }  // namespace up

@@ -1,6 +1,10 @@
 // See stage_observer.h.
 #include "stage/stage_observer.h"
 
+#include <algorithm>
+
+#include "common/model/tensor_accounting.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +144,15 @@ void ObservedSender::Send(const MessageMeta& meta, const std::vector<NamedTensor
 TensorMessage ObservedReceiver::Receive(Deadline deadline) {
   const int64_t start = TracingOn() ? MonotonicMicros() : 0;
   TensorMessage m = inner_.Receive(deadline);
+  // A ring slot read in place is on the device as its copy would be on a GPU.
+  int64_t unowned = 0;
+  for (const NamedTensor& t : m.tensors) {
+    if (!t.tensor.is_cuda() && !CountedByAccounting(t.tensor)) unowned += t.tensor.nbytes();
+  }
+  if (unowned > 0) {
+    ChargeUnowned(unowned);
+    charged_.emplace_back(m.seq, unowned);
+  }
   if (TracingOn()) {
     TraceComplete(
         Str(trace_event::kReceive, m.meta.direction == Direction::kForward ? " fwd" : " bwd", " m",
@@ -147,6 +160,15 @@ TensorMessage ObservedReceiver::Receive(Deadline deadline) {
         "transfer", start, MonotonicMicros());
   }
   return m;
+}
+
+void ObservedReceiver::Release(const TensorMessage& message) {
+  inner_.Release(message);
+  auto it = std::find_if(charged_.begin(), charged_.end(),
+                         [&](const auto& c) { return c.first == message.seq; });
+  if (it == charged_.end()) return;
+  UnchargeUnowned(it->second);
+  charged_.erase(it);
 }
 
 void ApplyTestHooks(const std::string& stage, StageWorker& worker) {

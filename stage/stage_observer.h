@@ -65,10 +65,12 @@ class ObservedReceiver : public ipc::TensorReceiver {
  public:
   explicit ObservedReceiver(ipc::TensorReceiver& inner) : inner_(inner) {}
   ipc::TensorMessage Receive(ipc::Deadline deadline) override;
-  void Release(const ipc::TensorMessage& message) override { inner_.Release(message); }
+  void Release(const ipc::TensorMessage& message) override;
 
  private:
   ipc::TensorReceiver& inner_;
+  // Messages read in place and charged as device tensors: (seq, bytes).
+  std::vector<std::pair<uint64_t, int64_t>> charged_;
 };
 
 void ApplyTestHooks(const std::string& stage, StageWorker& worker);

@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/model/device_memory.h"
+#include "common/model/out_of_memory.h"
 #include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
 #include "common/proc_stats.h"
@@ -24,6 +25,7 @@
 #include "common/trace.h"
 #include "ipc/c10d_channel.h"
 #include "ipc/cuda_ipc_channel.h"
+#include "ipc/device_budget_segment.h"
 #include "stage/stage_alone.h"
 #include "stage/stage_observer.h"
 
@@ -43,6 +45,7 @@ constexpr uint64_t kMaxStageFileBytes = 64ULL << 30;
 struct StageArgs {
   std::string config, control, run_id, send_ring, recv_ring, load, log, record, trace;
   std::string c10d, store, node_addr, scratch;  // c10d transport; scratch: remote stages
+  std::string device_budget;  // the CPU device's shared tensor total (device_budget_segment.h)
   int record_steps = 1;
   LogLevel level = LogLevel::kInfo;
 };
@@ -68,6 +71,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
       "scratch",
       "on a node without the run folder: a private folder; stage files cross the control "
       "connection",
+      cxxopts::value<std::string>()->default_value(""))(
+      "device-budget", "shared memory holding the CPU device's tensor total and budget",
       cxxopts::value<std::string>()->default_value(""))("v,verbose", "debug logging")(
       "q,quiet", "warnings and errors only")("h,help", "this help");
   const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
@@ -94,6 +99,7 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   a.store = r["store"].as<std::string>();
   a.node_addr = r["node-addr"].as<std::string>();
   a.scratch = r["scratch"].as<std::string>();
+  a.device_budget = r["device-budget"].as<std::string>();
   a.load = r["load"].as<std::string>();
   a.log = r["log"].as<std::string>();
   a.record = r["record"].as<std::string>();
@@ -231,6 +237,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   InstallTensorAccounting();  // before the first tensor
   if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
   std::optional<ControlChannel> control;
+  std::optional<Config> config;  // for the out-of-memory line
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
     // With a log file, the terminal gets only warnings (-v: everything).
@@ -241,6 +248,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
+    config = ctx.config;
     const double timeout_s = ctx.config.pipeline.timeout_s;
     control.emplace(ControlChannel::ConnectTo(args.control, After(timeout_s)));
     control->set_peer_name("launcher");
@@ -251,6 +259,13 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     const torch::Device device =
         ParseDevice(placement.device, "pipeline.stages." + stage + ".device");
     ApplyMemoryCapFromEnv(device);
+    ApplyMemoryBudget(device, ctx.config.train.memory_budget);
+    if (!args.device_budget.empty() && !device.is_cuda()) {
+      // Mapped until the process exits: every tensor charged to it is freed
+      // before then, and some only at exit.
+      static auto* budget = new DeviceBudgetSegment(DeviceBudgetSegment::Open(args.device_budget));
+      UseDeviceBudget(budget->get());
+    }
     std::unique_ptr<ShmRing> send_ring, recv_ring;
     std::unique_ptr<TensorSender> transport_sender;
     std::unique_ptr<TensorReceiver> transport_receiver;
@@ -345,6 +360,8 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     std::string what = e.what();
     if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
     if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+    if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e); oom && config)
+      what = OutOfMemoryLine(stage + " stage", *oom, *config, false);
     what = what.substr(0, what.find('\n'));
     // The launcher reports what it is told, as its one error line; the stage
     // prints the error itself only when nobody else will.

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/model/checkpoint.h"
 #include "common/model/device_memory.h"
+#include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
 #include "common/test_hooks.h"
 #include "common/trace.h"
@@ -32,7 +33,7 @@ TrainingStage::TrainingStage(const Config& config, Role role,
       data_(MakeDataset(config)) {
   module_->train();
   if (ShouldPark(config.pipeline.park, StageDevice(config, Role::kEncoder),
-                 StageDevice(config, Role::kDecoder))) {
+                 StageDevice(config, Role::kDecoder), config.train.memory_budget > 0)) {
     parking_ = std::make_unique<StageParking>(*module_, optimizer_.optimizer(), device_);
     parking_->Park();  // the device belongs to whoever holds the turn
   }
@@ -51,7 +52,13 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
   }
   ipc::TurnReport report;
   report.step = turn.step;
+  std::string actions;
+  for (const ipc::Action& a : turn.actions)
+    actions += (actions.empty() ? "" : " ") + ipc::ActionName(a);
   for (const ipc::Action& a : turn.actions) {
+    SetMemoryPlace(Str("step ", turn.step + 1, ", turn [", actions, "], ",
+                       a.op == ipc::Op::kStep ? std::string("optimizer step")
+                                              : Str("micro-batch ", a.micro_batch)));
     if (a.op == ipc::Op::kStep) {
       Step(turn, &report);
     } else {
@@ -101,6 +108,7 @@ void TrainingStage::Save(const ipc::SaveRequest& request) {
 }
 
 void TrainingStage::Load(const std::string& path) {
+  SetMemoryPlace("loading " + path);
   const int64_t step =
       LoadStageFile(path, *module_, optimizer_.optimizer(), &optimizer_.loss_scale_state());
   // The file's tensors arrive on the CPU: put the whole state where it lives.

@@ -88,6 +88,8 @@ int64_t LoadStageFile(const std::string& path, torch::nn::Module& module,
       loss_scale->growth_tracker = growth.item<int64_t>();
     }
     return step.item<int64_t>();
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // the file is fine; the device is full (out_of_memory.h says so)
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     what = what.substr(0, what.find('\n'));

@@ -37,6 +37,14 @@ void ResetDevicePeak(const torch::Device& device);
 // the 16 GiB checks need. No-op on CPU.
 void SetMemoryFraction(const torch::Device& device, double fraction);
 
+// `train.memory_budget` on a CUDA device: caps this process's caching
+// allocator at `bytes` of the card. Stages that share the card take turns,
+// so each may use it all in its turn; the launcher checks after every turn
+// that the turn's peak and the other stages' residue together stayed within
+// it. No-op for 0 bytes and on CPU (there the counting allocator enforces
+// the budget across processes: tensor_accounting.h).
+void ApplyMemoryBudget(const torch::Device& device, int64_t bytes);
+
 // Applies $UP_DEVICE_MEMORY_CAP_GIB (when set) as this process's cap on
 // `device`: how the GPU check proves a model trains within a 16 GiB card.
 void ApplyMemoryCapFromEnv(const torch::Device& device);

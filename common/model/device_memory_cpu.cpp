@@ -2,6 +2,8 @@
 #include "common/errors.h"
 #include "common/model/device_memory.h"
 
+#include "common/model/tensor_accounting.h"
+
 namespace up {
 
 bool CudaBuilt() { return false; }
@@ -20,8 +22,11 @@ void DeviceTensorStats(const torch::Device&, int64_t* live, int64_t* peak, int64
 void ResetDevicePeak(const torch::Device&) {}
 void SetMemoryFraction(const torch::Device&, double) {}
 void ApplyMemoryCapFromEnv(const torch::Device&) {}
+void ApplyMemoryBudget(const torch::Device&, int64_t) {}
 torch::Tensor EmptyHostLike(const torch::Tensor& like) {
-  return torch::empty(like.sizes(), torch::TensorOptions().dtype(like.dtype()));
+  // Plain host memory outside the accounting: it stands for pinned memory,
+  // which is not the device's either.
+  return EmptyUncounted(like.sizes(), like.scalar_type());
 }
 bool RegisterHostMemory(void*, size_t) { return false; }
 void UnregisterHostMemory(void*) {}

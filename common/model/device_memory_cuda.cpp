@@ -11,6 +11,9 @@
 #include "common/errors.h"
 #include "common/model/device_memory.h"
 
+#include "common/model/tensor_accounting.h"
+
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -75,10 +78,22 @@ void ApplyMemoryCapFromEnv(const torch::Device& device) {
   if (fraction > 0 && fraction < 1) SetMemoryFraction(device, fraction);
 }
 
+void ApplyMemoryBudget(const torch::Device& device, int64_t bytes) {
+  if (bytes <= 0 || !device.is_cuda()) return;
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaSetDevice(device.index());
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || total_bytes == 0) return;
+  const double fraction = static_cast<double>(bytes) / static_cast<double>(total_bytes);
+  if (fraction < 1) SetMemoryFraction(device, fraction);
+}
+
 torch::Tensor EmptyHostLike(const torch::Tensor& like) {
-  auto options = torch::TensorOptions().dtype(like.dtype()).device(torch::kCPU);
-  if (CudaDeviceCount() > 0) options = options.pinned_memory(true);
-  return torch::empty(like.sizes(), options);
+  // Without a GPU, plain host memory outside the accounting: it stands for
+  // pinned memory, which is not the device's either.
+  if (CudaDeviceCount() == 0) return EmptyUncounted(like.sizes(), like.scalar_type());
+  return torch::empty(
+      like.sizes(),
+      torch::TensorOptions().dtype(like.dtype()).device(torch::kCPU).pinned_memory(true));
 }
 
 bool RegisterHostMemory(void* address, size_t bytes) {

@@ -47,11 +47,11 @@ void MoveTrainingState(torch::nn::Module& module, torch::optim::Optimizer& optim
   }
 }
 
-bool ShouldPark(const std::string& park, const torch::Device& encoder,
-                const torch::Device& decoder) {
+bool ShouldPark(const std::string& park, const torch::Device& encoder, const torch::Device& decoder,
+                bool budgeted) {
   if (park == "always") return true;
   if (park == "never") return false;
-  return encoder.is_cuda() && encoder == decoder;
+  return (encoder.is_cuda() || budgeted) && encoder == decoder;
 }
 
 void StageParking::Park() {

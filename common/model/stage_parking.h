@@ -55,9 +55,10 @@ void MoveTrainingState(torch::nn::Module& module, torch::optim::Optimizer& optim
                        torch::Device device);
 
 // Whether stages park outside their turns: pipeline.park always | never |
-// auto (only when both stages share one GPU).
-bool ShouldPark(const std::string& park, const torch::Device& encoder,
-                const torch::Device& decoder);
+// auto (only when both stages share one GPU, or one CPU device that a
+// `train.memory_budget` makes a card of that size).
+bool ShouldPark(const std::string& park, const torch::Device& encoder, const torch::Device& decoder,
+                bool budgeted = false);
 
 // RAII turn: unparks on entry, parks on exit (when `enabled`).
 class ParkedOutsideTurn {

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <string>
 
+#include "common/byte_size.h"
 #include "common/model/device_memory.h"
 
 namespace up {
@@ -23,6 +25,36 @@ constexpr size_t kHeader = 64;  // keeps the data at LibTorch's 64-byte alignmen
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<bool> g_installed{false};
+std::atomic<DeviceBudget*> g_budget{nullptr};
+std::atomic<int64_t> g_refusals{0};
+Refusal g_last_refusal;  // written before g_refusals is raised
+std::mutex g_place_mutex;
+std::string g_place;
+
+// The header in front of each block: its size, and whether it was charged to
+// the budget (so a block allocated before the budget was set is never uncharged).
+struct BlockHeader {
+  int64_t bytes;
+  int64_t charged;
+};
+static_assert(sizeof(BlockHeader) <= kHeader);
+
+[[noreturn]] void Refuse(int64_t requested, int64_t in_use, int64_t budget) {
+  g_last_refusal = {requested, in_use, budget};
+  g_refusals.fetch_add(1);
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory: tried to allocate ",
+                   FormatBytes(requested), " on the CPU device with ", FormatBytes(in_use),
+                   " of its ", FormatBytes(budget), " budget in use");
+}
+
+// Charges `bytes` to the budget, if there is one; throws when it refuses.
+bool Charge(int64_t bytes) {
+  DeviceBudget* budget = g_budget.load(std::memory_order_acquire);
+  if (budget == nullptr) return false;
+  int64_t in_use = 0;
+  if (!budget->TryCharge(bytes, &in_use)) Refuse(bytes, in_use, budget->budget);
+  return true;
+}
 
 void RaisePeak(int64_t live) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
@@ -33,9 +65,12 @@ void RaisePeak(int64_t live) {
 void Free(void* data) {
   if (data == nullptr) return;  // zero-byte tensors have no block
   char* base = static_cast<char*>(data) - kHeader;
-  int64_t bytes;
-  std::memcpy(&bytes, base, sizeof(bytes));
-  g_live.fetch_sub(bytes, std::memory_order_relaxed);
+  BlockHeader h;
+  std::memcpy(&h, base, sizeof(h));
+  g_live.fetch_sub(h.bytes, std::memory_order_relaxed);
+  if (h.charged) {
+    if (DeviceBudget* budget = g_budget.load(std::memory_order_acquire)) budget->Uncharge(h.bytes);
+  }
   std::free(base);
 }
 
@@ -43,15 +78,18 @@ class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return {nullptr, nullptr, &Free, c10::Device(c10::DeviceType::CPU)};
+    const int64_t bytes = static_cast<int64_t>(n);
+    const bool charged = Charge(bytes);  // throws past the budget, before any allocation
     void* base = nullptr;
     if (posix_memalign(&base, kHeader, n + kHeader) != 0) {
+      if (charged) g_budget.load()->Uncharge(bytes);
       TORCH_CHECK_WITH(OutOfMemoryError, false,
                        "DefaultCPUAllocator: can't allocate memory: "
                        "you tried to allocate ",
                        n, " bytes.");
     }
-    const int64_t bytes = static_cast<int64_t>(n);
-    std::memcpy(base, &bytes, sizeof(bytes));
+    const BlockHeader h{bytes, charged ? 1 : 0};
+    std::memcpy(base, &h, sizeof(h));
     RaisePeak(g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     void* data = static_cast<char*>(base) + kHeader;
     return {data, data, &Free, c10::Device(c10::DeviceType::CPU)};
@@ -96,6 +134,50 @@ TensorBytes TensorBytesOn(const torch::Device& device) {
   t.peak = std::max(g_peak.load(std::memory_order_relaxed), t.live);
   t.reserved = t.peak;
   return t;
+}
+
+void UseDeviceBudget(DeviceBudget* budget) { g_budget.store(budget, std::memory_order_release); }
+DeviceBudget* CurrentDeviceBudget() { return g_budget.load(std::memory_order_acquire); }
+
+std::optional<Refusal> LastRefusal() {
+  if (g_refusals.load() == 0) return std::nullopt;
+  return g_last_refusal;
+}
+
+void ChargeUnowned(int64_t bytes) {
+  Charge(bytes);
+  RaisePeak(g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void UnchargeUnowned(int64_t bytes) {
+  g_live.fetch_sub(bytes, std::memory_order_relaxed);
+  if (DeviceBudget* budget = g_budget.load(std::memory_order_acquire)) budget->Uncharge(bytes);
+}
+
+bool CountedByAccounting(const torch::Tensor& t) {
+  return t.defined() && t.storage().data_ptr().get_deleter() == &Free;
+}
+
+torch::Tensor EmptyUncounted(at::IntArrayRef sizes, at::ScalarType dtype) {
+  int64_t numel = 1;
+  for (int64_t d : sizes) numel *= d;
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  void* data = nullptr;
+  if (bytes > 0 && posix_memalign(&data, kHeader, bytes) != 0) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "host buffer: can't allocate ", bytes, " bytes");
+  }
+  return torch::from_blob(
+      data, sizes, [](void* p) { std::free(p); }, torch::TensorOptions().dtype(dtype));
+}
+
+void SetMemoryPlace(std::string place) {
+  std::lock_guard<std::mutex> lock(g_place_mutex);
+  g_place = std::move(place);
+}
+
+std::string MemoryPlace() {
+  std::lock_guard<std::mutex> lock(g_place_mutex);
+  return g_place;
 }
 
 void ResetPeakTensorBytes(const torch::Device& device) {

@@ -8,6 +8,10 @@
 // and freeing needs no table and no lock. Tensors that view memory they do
 // not own (a ring slot a stage receives, from_blob) are not counted.
 // CUDA: the caching allocator's own statistics (allocated and reserved).
+// A device budget (device_budget.h, `train.memory_budget`) makes the CPU
+// allocator charge every block to a total shared by the device's processes
+// and refuse one that would pass it, with c10::OutOfMemoryError as CUDA does.
+// Host buffers that stand for pinned memory (parked state) stay outside both.
 // Installing it also keeps freed blocks in the process rather than handing
 // them back to the kernel (glibc's mmap and trim thresholds), so a step does
 // not fault its tensors in again. Thread-safe: the counters are atomics.
@@ -17,6 +21,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/device_budget.h"
 
 namespace up {
 
@@ -43,5 +51,37 @@ TensorBytes TensorBytesOn(const torch::Device& device);
 
 // Starts a new peak at the bytes live now (for a peak per turn).
 void ResetPeakTensorBytes(const torch::Device& device);
+
+// From now on, CPU tensors are charged to `budget` (shared memory, or the
+// single-process trainer's own); null stops charging new ones. The budget
+// must outlive every tensor charged to it.
+void UseDeviceBudget(DeviceBudget* budget);
+DeviceBudget* CurrentDeviceBudget();
+
+// The last allocation the budget refused in this process.
+struct Refusal {
+  int64_t requested = 0;
+  int64_t in_use = 0;
+  int64_t budget = 0;
+};
+std::optional<Refusal> LastRefusal();
+
+// Tensor bytes this process holds that no allocator of its own made (a ring
+// slot it reads in place), counted as their copy onto the device would be:
+// Charge throws c10::OutOfMemoryError when the budget refuses them.
+void ChargeUnowned(int64_t bytes);
+void UnchargeUnowned(int64_t bytes);
+
+// Whether `t`'s storage came from the counting allocator.
+bool CountedByAccounting(const torch::Tensor& t);
+
+// An uninitialised contiguous CPU tensor outside the accounting and any
+// budget: the CPU's stand-in for pinned host memory (parking buffers).
+torch::Tensor EmptyUncounted(at::IntArrayRef sizes, at::ScalarType dtype);
+
+// Where the process is, for an out-of-memory line ("step 3, turn [F0 F1],
+// micro-batch 1"); set by the trainers as they go.
+void SetMemoryPlace(std::string place);
+std::string MemoryPlace();
 
 }  // namespace up

@@ -2,6 +2,8 @@
 // Make* factories below, so the architecture is written once.
 #include "common/model/unet.h"
 
+#include "common/model/level_checkpoint.h"
+
 #include <algorithm>
 
 namespace up {
@@ -104,11 +106,24 @@ Boundary UNetEncoderImpl::forward(const torch::Tensor& x) {
   Boundary out;
   torch::Tensor h = x;  // (N, C, *S)
   for (auto& level : levels_) {
-    torch::Tensor skip = level->forward(h);  // (N, F[i], S / 2^i)
+    torch::Tensor skip =  // (N, F[i], S / 2^i)
+        checkpointing_ ? CheckpointedLevel({level.ptr().get()},
+                                           [level](const std::vector<torch::Tensor>& in) mutable {
+                                             return level->forward(in[0]);
+                                           },
+                                           {h})
+                       : level->forward(h);
     h = dims_ == 2 ? torch::max_pool2d(skip, 2) : torch::max_pool3d(skip, 2);
     out.skips.push_back(skip);
   }
-  out.bottleneck = bottleneck_->forward(h);  // (N, 2*F[L-1], S / 2^L)
+  out.bottleneck =  // (N, 2*F[L-1], S / 2^L)
+      checkpointing_
+          ? CheckpointedLevel({bottleneck_.ptr().get()},
+                              [b = bottleneck_](const std::vector<torch::Tensor>& in) mutable {
+                                return b->forward(in[0]);
+                              },
+                              {h})
+          : bottleneck_->forward(h);
   return out;
 }
 
@@ -132,8 +147,13 @@ UNetDecoderImpl::UNetDecoderImpl(const ModelConfig& c, uint64_t seed) {
 torch::Tensor UNetDecoderImpl::forward(const Boundary& b) {
   torch::Tensor h = b.bottleneck;  // (N, 2*F[L-1], S / 2^L)
   for (int i = static_cast<int>(convs_.size()) - 1; i >= 0; --i) {
-    torch::Tensor up = ups_[i].forward(h);                    // (N, F[i], S / 2^i)
-    h = convs_[i]->forward(torch::cat({b.skips[i], up}, 1));  // (N, F[i], S / 2^i)
+    auto level = [up = ups_[i], conv = convs_[i]](const std::vector<torch::Tensor>& in) mutable {
+      torch::Tensor upsampled = up.forward(in[0]);              // (N, F[i], S / 2^i)
+      return conv->forward(torch::cat({in[1], upsampled}, 1));  // (N, F[i], S / 2^i)
+    };
+    h = checkpointing_ ? CheckpointedLevel({ups_[i].ptr().get(), convs_[i].ptr().get()}, level,
+                                           {h, b.skips[i]})
+                       : level({h, b.skips[i]});
   }
   return head_.forward(h);  // (N, num_classes, *S)
 }

@@ -50,9 +50,12 @@ class UNetEncoderImpl : public torch::nn::Module {
  public:
   UNetEncoderImpl(const ModelConfig& config, uint64_t seed);
   Boundary forward(const torch::Tensor& x);  // x: (N, in_channels, *S)
+  // Each level (and the bottleneck) recomputed in backward (level_checkpoint.h).
+  void set_checkpointing(bool on) { checkpointing_ = on; }
 
  private:
   int dims_;
+  bool checkpointing_ = false;
   std::vector<torch::nn::Sequential> levels_;
   torch::nn::Sequential bottleneck_{nullptr};
 };
@@ -62,8 +65,11 @@ class UNetDecoderImpl : public torch::nn::Module {
  public:
   UNetDecoderImpl(const ModelConfig& config, uint64_t seed);
   torch::Tensor forward(const Boundary& b);  // -> logits (N, num_classes, *S)
+  // Each level (upsampling, concatenation, double conv) recomputed in backward.
+  void set_checkpointing(bool on) { checkpointing_ = on; }
 
  private:
+  bool checkpointing_ = false;
   std::vector<torch::nn::AnyModule> ups_;     // ups_[i] feeds level i
   std::vector<torch::nn::Sequential> convs_;  // convs_[i] after the concat at level i
   torch::nn::AnyModule head_;

@@ -2,9 +2,7 @@
 #include "launcher/tools/memory_plan.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstdio>
 
 #include "common/errors.h"
 
@@ -90,6 +88,17 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   single.context_bytes = kContextAllowanceBytes;
   rows.push_back(single);
 
+  // Checkpointing per level keeps each level's input (about the boundary:
+  // the skips and the bottleneck, and the decoder levels' outputs of the same
+  // sizes) and recomputes one level at a time: the largest is the decoder's
+  // full-resolution level (its 2F-wide concatenation, two F-wide convs).
+  PlanRow ckpt{"single-process checkpointing", "backward of the full-resolution level"};
+  ckpt.state_bytes = single.state_bytes;
+  ckpt.activation_bytes = 2 * boundary_bytes + 7 * c.model.features[0] * Voxels(c, 0) * n * a;
+  ckpt.workspace_bytes = single.workspace_bytes;
+  ckpt.context_bytes = kContextAllowanceBytes;
+  rows.push_back(ckpt);
+
   for (const char* policy : {"keep", "recompute"}) {
     const bool keep = std::string(policy) == "keep";
     // Encoder turns: its state, its activations (all micro-batches with keep,
@@ -121,42 +130,6 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
     r.fits = r.peak_bytes <= budget;
   }
   return rows;
-}
-
-int64_t ParseBytes(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-    ++i;
-  std::string unit = text.substr(i);
-  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
-  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  double value = 0;
-  try {
-    value = std::stod(text.substr(0, i));
-  } catch (const std::exception&) {
-    throw UsageError("--gpu-mem " + text + ": expected a size like 16GiB, 12000MiB or 1.5GB");
-  }
-  double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  if (unit == "kib") scale = 1024.0;
-  if (unit == "mib") scale = 1024.0 * 1024;
-  if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  if (unit == "kb") scale = 1e3;
-  if (unit == "mb") scale = 1e6;
-  if (unit == "gb") scale = 1e9;
-  if (scale == 0 || value <= 0)
-    throw UsageError("--gpu-mem " + text + ": expected a size like 16GiB, 12000MiB or 1.5GB");
-  return static_cast<int64_t>(std::llround(value * scale));
-}
-
-std::string FormatBytes(int64_t bytes) {
-  char buf[32];
-  if (bytes >= (1LL << 30)) {
-    std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / 1073741824.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.0f MiB", bytes / 1048576.0);
-  }
-  return buf;
 }
 
 }  // namespace up

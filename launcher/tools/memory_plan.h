@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/byte_size.h"
 #include "common/config.h"
 
 namespace up {
@@ -37,7 +38,8 @@ StageCounts EncoderCounts(const Config& config);
 StageCounts DecoderCounts(const Config& config);
 
 struct PlanRow {
-  std::string name;        // "single-process", "pipeline keep", "pipeline recompute"
+  // "single-process", "single-process checkpointing", "pipeline keep", "pipeline recompute"
+  std::string name;
   std::string peak_phase;  // which turn sets the peak
   int64_t state_bytes = 0;
   int64_t activation_bytes = 0;
@@ -46,6 +48,11 @@ struct PlanRow {
   int64_t context_bytes = 0;
   int64_t peak_bytes = 0;
   bool fits = false;
+  // Measured (memory_probe.h), when plan measures: the device's peak tensor
+  // bytes, and each stage's; fits then means tensor_bytes + context <= budget.
+  int64_t tensor_bytes = -1;
+  int64_t encoder_tensor_bytes = -1;
+  int64_t decoder_tensor_bytes = -1;
 };
 
 // One row per way of training, against a device of `budget_bytes`.
@@ -53,9 +60,7 @@ struct PlanRow {
 // between turns (what a single card needs).
 std::vector<PlanRow> PlanMemory(const Config& config, int64_t budget_bytes);
 
-// "16GiB", "16 GiB", "12000MiB", "1.5GB", "17179869184" -> bytes; UsageError otherwise.
-int64_t ParseBytes(const std::string& text);
-
-std::string FormatBytes(int64_t bytes);  // "12.3 GiB"
+// `plan --gpu-mem` (see byte_size.h).
+inline int64_t ParseBytes(const std::string& text) { return ParseByteSize(text, "--gpu-mem"); }
 
 }  // namespace up

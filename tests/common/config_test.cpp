@@ -67,6 +67,8 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.train.grad_clip, b.train.grad_clip);
   EXPECT_EQ(a.train.loss, b.train.loss);
   EXPECT_EQ(a.train.precision, b.train.precision);
+  EXPECT_EQ(a.train.memory_budget, b.train.memory_budget);
+  EXPECT_EQ(a.train.checkpointing, b.train.checkpointing);
   EXPECT_EQ(a.train.seed, b.train.seed);
   EXPECT_EQ(a.train.threads, b.train.threads);
   EXPECT_EQ(a.checkpoint.every, b.checkpoint.every);
@@ -111,6 +113,23 @@ class ConfigFileTest : public ::testing::Test {
 };
 
 // --- Loading and merging ---------------------------------------------------
+
+TEST(ConfigTest, MemoryBudgetTakesSizesAndBytes) {
+  EXPECT_EQ(LoadConfig("", {}).train.memory_budget, 0) << "no budget unless asked";
+  EXPECT_EQ(LoadConfig("", {"train.memory_budget=16GiB"}).train.memory_budget, 16LL << 30);
+  EXPECT_EQ(LoadConfig("", {"train.memory_budget=1.5GB"}).train.memory_budget, 1500000000LL);
+  EXPECT_EQ(LoadConfig("", {"train.memory_budget=1048576"}).train.memory_budget, 1LL << 20);
+  EXPECT_EQ(LoadConfig("", {"train.memory_budget=null"}).train.memory_budget, 0);
+  const std::string bad = ErrorOf("{}", {"train.memory_budget=lots"});
+  EXPECT_NE(bad.find("train.memory_budget = lots"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("16GiB"), std::string::npos) << bad;
+  EXPECT_NE(ErrorOf("{}", {"train.memory_budget=0"}).find("train.memory_budget"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"train.checkpointing=all"}).find("off, levels"), std::string::npos);
+  // Dumped and read back: the same bytes.
+  const Config c = LoadConfig("", {"train.memory_budget=12GiB", "train.checkpointing=levels"});
+  ExpectSameConfig(LoadConfigFromString(DumpConfig(c), "dump", {}), c);
+}
 
 TEST(ConfigTest, DefaultsLoad) { ExpectSameConfig(LoadConfig("", {}), Config{}); }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "tests/support/command.h"
 
@@ -127,6 +128,34 @@ TEST(BenchMemory, JsonHasEveryProcess) {
   EXPECT_LT(ratio, 1);
 }
 
+// Capacity is measured by training under the budget: every largest size
+// that trained stayed within it, and the pipeline recomputing with parked
+// stages fits more than plain single-process (the stages split the state).
+TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
+  const CommandResult r =
+      Bench({"capacity", "--config", SourcePath("configs/tiny.yaml"), "--budget", "16MiB",
+             "--steps", "1", "--set", "data.size=32", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  ASSERT_TRUE(Balanced(json)) << r.output;
+  ExpectFields(json, {"machine", "budget_bytes", "scale", "rows"});
+  EXPECT_EQ(JsonField(json, "budget_bytes"), std::to_string(16 << 20));
+  std::map<std::string, long long> params;
+  size_t at = json.find("\"rows\":");
+  for (size_t row = json.find("{\"way\"", at); row != std::string::npos;
+       row = json.find("{\"way\"", row + 1)) {
+    const std::string one = json.substr(row, json.find('}', row) - row + 1);
+    const std::string way = JsonField(one, "way");
+    ASSERT_GT(std::stoi(JsonField(one, "scale")), 0) << "nothing trained: " << one;
+    EXPECT_LE(std::stoll(JsonField(one, "peak_device_tensor_bytes")), 16ll << 20) << one;
+    EXPECT_GT(std::stoll(JsonField(one, "probes")), 1) << one;
+    params[way] = std::stoll(JsonField(one, "parameters"));
+  }
+  ASSERT_EQ(params.size(), 7u) << json;
+  EXPECT_GT(params["pipeline recompute+park, mb of 1"], params["single-process"]) << json;
+  EXPECT_GE(params["single-process, micro-batches of 1"], params["single-process"]);
+}
+
 TEST(BenchBadArgs, ExitTwoWithOneLine) {
   ExpectOneLineExit2({});
   ExpectOneLineExit2({"nope"});
@@ -141,6 +170,11 @@ TEST(BenchBadArgs, ExitTwoWithOneLine) {
   ExpectOneLineExit2({"step", "--config", "/nonexistent/config.yaml"});
   ExpectOneLineExit2({"memory"});
   ExpectOneLineExit2({"memory", "--config", SourcePath("configs/tiny.yaml"), "--steps", "-1"});
+  ExpectOneLineExit2({"capacity", "--config", SourcePath("configs/tiny.yaml")});
+  ExpectOneLineExit2(
+      {"capacity", "--config", SourcePath("configs/tiny.yaml"), "--budget", "a lot"});
+  ExpectOneLineExit2({"capacity", "--config", SourcePath("configs/tiny.yaml"), "--budget", "16MiB",
+                      "--scale", "depth"});
 }
 
 }  // namespace

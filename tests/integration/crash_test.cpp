@@ -243,7 +243,8 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-// While a run is alive its shared memory and its socket are owner-only and
+// While a run is alive its shared memory (the rings and the device total) and
+// its socket are owner-only and
 // carry a 128-bit random run id in their names; a double Ctrl-C still removes
 // them.
 TEST(RunResources, OwnerOnlyWithUnguessableNamesAndRemovedAtOnceStop) {
@@ -254,12 +255,14 @@ TEST(RunResources, OwnerOnlyWithUnguessableNamesAndRemovedAtOnceStop) {
                                 "train.steps=3", "--set", "pipeline.timeout_s=60"}));
   const int launcher_pid = held.pid();
   std::vector<std::string> found;
-  for (int i = 0; i < 600 && found.size() < 3; ++i) {
+  for (int i = 0; i < 600 && found.size() < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     found = Leftovers(launcher_pid);
   }
-  ASSERT_EQ(found.size(), 3u) << "expected two segments and a socket folder";
-  const std::regex name("up-" + std::to_string(launcher_pid) + "-[0-9a-f]{32}(-fwd|-bwd|-......)");
+  ASSERT_EQ(found.size(), 4u)
+      << "expected three segments (two rings, the CPU device's tensor total) and a socket folder";
+  const std::regex name("up-" + std::to_string(launcher_pid) +
+                        "-[0-9a-f]{32}(-fwd|-bwd|-budget|-......)");
   for (const std::string& path : found) {
     EXPECT_TRUE(std::regex_match(fs::path(path).filename().string(), name)) << path;
     struct stat st {};

@@ -7,6 +7,7 @@
 
 #include "common/model/digest.h"
 #include "common/model/stage_optimizer.h"
+#include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
 
 namespace up {
@@ -121,6 +122,28 @@ TEST(ShouldPark, OnlySharedGpusParkByDefault) {
   EXPECT_FALSE(ShouldPark("never", torch::Device("cuda:0"), torch::Device("cuda:0")));
   EXPECT_TRUE(ShouldPark("auto", torch::Device("cuda:0"), torch::Device("cuda:0")));
   EXPECT_FALSE(ShouldPark("auto", torch::Device("cuda:0"), torch::Device("cuda:1")));
+  // A CPU device under train.memory_budget is a card the stages share.
+  EXPECT_TRUE(ShouldPark("auto", torch::kCPU, torch::kCPU, /*budgeted=*/true));
+  EXPECT_FALSE(ShouldPark("never", torch::kCPU, torch::kCPU, /*budgeted=*/true));
+}
+
+TEST(StageParking, ParkedStateLeavesTheDevice) {
+  InstallTensorAccounting();
+  UNetEncoder enc(Small(), 1);
+  TrainConfig t;
+  StageOptimizer opt(*enc, t);
+  Step(enc, opt, 0);  // gradients and Adam's moments exist now
+  const torch::Device cpu(torch::kCPU);
+  const int64_t resident = TensorBytesOn(cpu).live;
+  StageParking parking(*enc, opt.optimizer(), cpu);
+  parking.Park();
+  ASSERT_GT(parking.parked_bytes(), 0);
+  // Parameters, gradients, both moments and buffers are in host buffers,
+  // outside the device's count (as pinned memory is outside a GPU's).
+  EXPECT_EQ(resident - TensorBytesOn(cpu).live, parking.parked_bytes());
+  parking.Unpark();
+  EXPECT_EQ(TensorBytesOn(cpu).live, resident);
+  Step(enc, opt, 1);  // and training goes on
 }
 
 }  // namespace

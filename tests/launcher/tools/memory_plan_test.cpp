@@ -51,13 +51,15 @@ TEST(MemoryPlan, ActivationsByHandOnATinyModel) {
 TEST(MemoryPlan, Brats16gNeedsThePipelineOnA16GiBCard) {
   const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
   const auto rows = PlanMemory(c, ParseBytes("16GiB"));
-  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0].name, "single-process");
   EXPECT_FALSE(rows[0].fits) << FormatBytes(rows[0].peak_bytes);
-  EXPECT_EQ(rows[2].name, "pipeline recompute");
-  EXPECT_TRUE(rows[2].fits) << FormatBytes(rows[2].peak_bytes);
-  EXPECT_LT(rows[2].peak_bytes, rows[0].peak_bytes);
-  EXPECT_GE(rows[1].peak_bytes, rows[2].peak_bytes) << "keep holds more than recompute";
+  EXPECT_EQ(rows[1].name, "single-process checkpointing");
+  EXPECT_LT(rows[1].peak_bytes, rows[0].peak_bytes);
+  EXPECT_EQ(rows[3].name, "pipeline recompute");
+  EXPECT_TRUE(rows[3].fits) << FormatBytes(rows[3].peak_bytes);
+  EXPECT_LT(rows[3].peak_bytes, rows[0].peak_bytes);
+  EXPECT_GE(rows[2].peak_bytes, rows[3].peak_bytes) << "keep holds more than recompute";
 }
 
 TEST(MemoryPlan, ParseBytes) {

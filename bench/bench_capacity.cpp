@@ -1,0 +1,273 @@
+// See bench_capacity.h. Each probe is a real training run (bench_trainer.h)
+// under train.memory_budget; a run that ends "out of memory" is a no, any
+// other failure stops the bench.
+#include "bench/bench_capacity.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "bench/bench_machine.h"
+#include "bench/bench_trainer.h"
+#include "bench/bench_util.h"
+#include "common/byte_size.h"
+#include "common/config.h"
+#include "common/errors.h"
+#include "common/json_writer.h"
+#include "common/model/unet.h"
+
+namespace up::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Way {
+  std::string name;
+  bool single_process;
+  std::vector<std::string> sets;
+  bool single_way;  // one of the single-process ways (for vs_best_single)
+};
+
+// The config's own micro-batches, then one sample per micro-batch (the
+// cheapest memory saving each trainer has) where that differs.
+std::vector<Way> Ways(const Config& c) {
+  const std::string mb1 = "train.micro_batches=" + std::to_string(c.train.batch_size);
+  const std::string ckpt = "train.checkpointing=levels";
+  const std::string recompute = "pipeline.activations=recompute";
+  const std::string park = "pipeline.park=always";
+  std::vector<Way> ways{
+      {"single-process", true, {}, true},
+      {"single-process, micro-batches of 1", true, {mb1}, true},
+      {"single-process, checkpointing", true, {ckpt}, true},
+      {"single-process, checkpointing, mb of 1", true, {ckpt, mb1}, true},
+      {"pipeline keep", false, {"pipeline.activations=keep"}, false},
+      {"pipeline recompute+park", false, {recompute, park}, false},
+      {"pipeline recompute+park, mb of 1", false, {recompute, park, mb1}, false},
+  };
+  if (c.train.micro_batches == c.train.batch_size) {  // already one sample each
+    ways.erase(
+        std::remove_if(ways.begin(), ways.end(),
+                       [](const Way& w) { return w.name.find("of 1") != std::string::npos; }),
+        ways.end());
+  }
+  return ways;
+}
+
+std::string IntList(const std::vector<int>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + std::to_string(v[i]);
+  return out;
+}
+
+// The config at scale `k`, as --set overrides.
+class Scaler {
+ public:
+  Scaler(const Config& base, const std::string& scale) : base_(base), patch_(scale == "patch") {
+    if (scale != "features" && scale != "patch")
+      throw UsageError("--scale " + scale + ": use features or patch");
+    unit_ = 1 << base.model.features.size();
+  }
+  // Level 0's width, or axis 0's patch size in units of 2^levels.
+  int Base() const {
+    return patch_ ? std::max(1, base_.data.size[0] / unit_) : base_.model.features[0];
+  }
+
+  std::vector<int> Features(int k) const {
+    std::vector<int> f;
+    for (int b : base_.model.features)
+      f.push_back(
+          std::max(1, static_cast<int>(std::lround(1.0 * b * k / base_.model.features[0]))));
+    return f;
+  }
+  std::vector<int> Patch(int k) const {
+    std::vector<int> s;
+    for (int b : base_.data.size) {
+      const double units = 1.0 * b / base_.data.size[0] * k;
+      s.push_back(unit_ * std::max(1, static_cast<int>(std::lround(units))));
+    }
+    return s;
+  }
+  std::vector<std::string> Sets(int k) const {
+    if (patch_) return {"data.size=[" + IntList(Patch(k), ",") + "]"};
+    return {"model.features=[" + IntList(Features(k), ",") + "]"};
+  }
+  std::string Describe(int k) const {
+    return patch_ ? "patch " + IntList(Patch(k), "x")
+                  : "features [" + IntList(Features(k), ", ") + "]";
+  }
+  bool patch() const { return patch_; }
+
+ private:
+  const Config& base_;
+  bool patch_;
+  int unit_ = 1;
+};
+
+template <typename Module>
+int64_t ParamCount(const Module& module) {
+  int64_t n = 0;
+  for (const torch::Tensor& p : module->parameters()) n += p.numel();
+  return n;
+}
+
+struct Probe {
+  bool fits = false;
+  TrainerResult result;
+};
+
+}  // namespace
+
+CapacityReport RunCapacityBench(const CapacityOptions& o) {
+  if (o.config.empty()) throw UsageError("bench capacity needs --config FILE");
+  if (o.budget.empty()) throw UsageError("bench capacity needs --budget SIZE (e.g. 16GiB)");
+  if (o.steps < 1 || o.steps > 1000)
+    throw UsageError("--steps " + std::to_string(o.steps) + " is out of range; use 1 to 1000");
+  CapacityReport report;
+  report.options = o;
+  report.budget_bytes = ParseByteSize(o.budget, "--budget");
+  std::vector<std::string> sets = o.sets;
+  sets.insert(sets.end(), {"train.steps=" + std::to_string(o.steps), "checkpoint.every=0",
+                           "train.memory_budget=" + std::to_string(report.budget_bytes)});
+  const Config base = LoadConfig(o.config, sets);
+  const Scaler scaler(base, o.scale);
+  const std::string device = base.pipeline.encoder.device;
+  TempFolder tmp;
+  int run_number = 0;
+
+  for (const Way& way : Ways(base)) {
+    CapacityRow row;
+    row.way = way.name;
+    std::optional<TrainerResult> best;
+    auto probe = [&](int k) {
+      std::vector<std::string> s = sets;
+      for (const std::string& x : way.sets) s.push_back(x);
+      for (const std::string& x : scaler.Sets(k)) s.push_back(x);
+      const std::string out = tmp.path() + "/run" + std::to_string(++run_number);
+      ++row.probes;
+      Probe p;
+      try {
+        p.result = RunTrainer({o.config, way.single_process, s, ""}, out);
+        p.fits = true;
+      } catch (const RuntimeError& e) {
+        if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
+      }
+      std::cerr << "bench capacity: " << way.name << ", " << scaler.Describe(k) << ": "
+                << (p.fits ? "trains" : "out of memory") << "\n";
+      fs::remove_all(out);
+      return p;
+    };
+    // Up from the config's own size by doubling, down by halving, then bisect.
+    int lo = 0, hi = 0;  // the largest known to fit (0: none), the smallest known not to (0: none)
+    int k = scaler.Base();
+    for (;;) {
+      Probe p = probe(k);
+      if (p.fits) {
+        lo = k;
+        best = std::move(p.result);
+        if (hi != 0) break;
+        if (k >= o.max_scale) break;
+        k = std::min(2 * k, o.max_scale);
+      } else {
+        hi = k;
+        if (lo != 0 || k == 1) break;
+        k = std::max(1, k / 2);
+      }
+    }
+    while (hi != 0 && hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      Probe p = probe(mid);
+      if (p.fits) {
+        lo = mid;
+        best = std::move(p.result);
+      } else {
+        hi = mid;
+      }
+    }
+    row.scale = lo;
+    if (lo > 0) {
+      Config c = LoadConfig(o.config, [&] {
+        std::vector<std::string> s = sets;
+        for (const std::string& x : scaler.Sets(lo)) s.push_back(x);
+        return s;
+      }());
+      row.size = scaler.Describe(lo);
+      row.parameters = ParamCount(UNetEncoder(c.model, 0)) + ParamCount(UNetDecoder(c.model, 0));
+      row.voxels = 1;
+      for (int d : c.data.size) row.voxels *= d;
+      row.peak_device_bytes = static_cast<int64_t>(
+          JsonNestedNumber(best->summary_json, "peak_device_tensor_bytes", device).value_or(0));
+      row.step_s = best->step_s.empty() ? 0 : best->step_s.back();
+    }
+    report.rows.push_back(row);
+  }
+  auto measure = [&](const CapacityRow& r) {
+    return static_cast<double>(scaler.patch() ? r.voxels : r.parameters);
+  };
+  double best_single = 0;
+  const std::vector<Way> ways = Ways(base);
+  for (size_t i = 0; i < ways.size(); ++i)
+    if (ways[i].single_way) best_single = std::max(best_single, measure(report.rows[i]));
+  for (CapacityRow& r : report.rows) {
+    const double plain = measure(report.rows[0]);
+    r.vs_plain = plain > 0 ? measure(r) / plain : 0;
+    r.vs_best_single = best_single > 0 ? measure(r) / best_single : 0;
+  }
+  return report;
+}
+
+std::string CapacityJson(const CapacityReport& r) {
+  std::string rows = "[";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const CapacityRow& x = r.rows[i];
+    JsonWriter w;
+    w.Field("way", x.way)
+        .Field("scale", x.scale)
+        .Field("size", x.size)
+        .Field("parameters", x.parameters)
+        .Field("voxels", x.voxels)
+        .Field("peak_device_tensor_bytes", x.peak_device_bytes)
+        .Field("step_s", x.step_s)
+        .Field("probes", x.probes)
+        .Field("vs_plain", x.vs_plain)
+        .Field("vs_best_single", x.vs_best_single);
+    rows += (i ? "," : "") + w.str();
+  }
+  JsonWriter out;
+  out.Field("bench", "capacity")
+      .Raw("machine", MachineJson(DescribeMachine()))
+      .Field("config", r.options.config)
+      .Field("scale", r.options.scale)
+      .Field("budget_bytes", r.budget_bytes)
+      .Field("steps", r.options.steps)
+      .Raw("sets", JsonStrings(r.options.sets))
+      .Raw("rows", rows + "]");
+  return out.str();
+}
+
+std::string CapacityTable(const CapacityReport& r) {
+  std::ostringstream s;
+  s << "machine: " << MachineText(DescribeMachine()) << "\n"
+    << "config " << r.options.config << ", budget " << FormatBytes(r.budget_bytes)
+    << " (train.memory_budget), scaling " << r.options.scale << ", " << r.options.steps
+    << " steps per probe\n";
+  char line[320];
+  std::snprintf(line, sizeof(line), "%-40s %-30s %12s %12s %9s %8s %8s\n", "way",
+                "largest that trains", "parameters", "peak tensors", "step s", "x plain",
+                "x best 1p");
+  s << line;
+  for (const CapacityRow& x : r.rows) {
+    std::snprintf(line, sizeof(line), "%-40s %-30s %12lld %12s %9.3f %8.2f %8.2f\n", x.way.c_str(),
+                  x.scale ? x.size.c_str() : "(none)", static_cast<long long>(x.parameters),
+                  FormatBytes(x.peak_device_bytes).c_str(), x.step_s, x.vs_plain, x.vs_best_single);
+    s << line;
+  }
+  s << "x plain / x best 1p: " << (r.options.scale == "patch" ? "patch voxels" : "parameters")
+    << " against plain single-process and against the best single-process way\n";
+  return s.str();
+}
+
+}  // namespace up::bench

@@ -1,0 +1,121 @@
+// See level_checkpoint.h.
+#include "common/model/level_checkpoint.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace up {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// What backward needs to run the level again.
+struct LevelCall : torch::CustomClassHolder {
+  std::vector<torch::nn::Module*> modules;
+  LevelFn fn;
+  std::vector<torch::Tensor> params;  // the level's trainable parameters
+  c10::DeviceType device_type = c10::DeviceType::CPU;
+  bool autocast = false;
+  at::ScalarType autocast_dtype = at::kFloat;
+};
+
+// Restores the autocast state a forward ran under, for its recompute.
+class AutocastAs {
+ public:
+  explicit AutocastAs(const LevelCall& call) : type_(call.device_type) {
+    was_enabled_ = at::autocast::is_autocast_enabled(type_);
+    was_dtype_ = at::autocast::get_autocast_dtype(type_);
+    at::autocast::set_autocast_enabled(type_, call.autocast);
+    if (call.autocast) at::autocast::set_autocast_dtype(type_, call.autocast_dtype);
+  }
+  ~AutocastAs() {
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+    at::autocast::clear_cache();
+  }
+  AutocastAs(const AutocastAs&) = delete;
+  AutocastAs& operator=(const AutocastAs&) = delete;
+
+ private:
+  c10::DeviceType type_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
+struct Checkpoint : torch::autograd::Function<Checkpoint> {
+  // The parameters are inputs too, so that the output needs a gradient even
+  // where no input does (the first level's image) and their gradients come
+  // back through autograd's own accumulation.
+  static torch::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<LevelCall> call,
+                               at::TensorList inputs, at::TensorList params) {
+    // Autograd runs this without grad mode: no graph, nothing kept but the inputs.
+    std::vector<torch::Tensor> in(inputs.begin(), inputs.end());
+    torch::Tensor out = call->fn(in);
+    ctx->save_for_backward(in);
+    ctx->saved_data["call"] = c10::IValue::make_capsule(call);
+    ctx->saved_data["inputs"] = static_cast<int64_t>(in.size());
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto call = c10::static_intrusive_pointer_cast<LevelCall>(ctx->saved_data["call"].toCapsule());
+    std::vector<torch::Tensor> in;
+    for (const torch::Tensor& t : ctx->get_saved_variables()) {
+      in.push_back(t.detach().requires_grad_(t.requires_grad()));
+    }
+    std::vector<torch::Tensor> params = call->params;
+    // The forward already updated the running statistics; the recompute must
+    // not. set_data, not copy_: the graph built below saved these buffers.
+    std::vector<torch::Tensor> buffers;
+    for (torch::nn::Module* m : call->modules) {
+      for (const auto& b : m->buffers()) buffers.push_back(b.clone());
+    }
+    torch::Tensor out;
+    {
+      torch::AutoGradMode grad(true);
+      AutocastAs autocast(*call);
+      out = call->fn(in);
+    }
+    size_t i = 0;
+    for (torch::nn::Module* m : call->modules) {
+      for (auto& b : m->buffers()) b.set_data(buffers[i++]);
+    }
+    std::vector<torch::Tensor> wrt;  // the inputs that need gradients, then the parameters
+    for (const torch::Tensor& t : in) {
+      if (t.requires_grad()) wrt.push_back(t);
+    }
+    const size_t input_grads = wrt.size();
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    const variable_list g = torch::autograd::grad({out}, wrt, {grad_out[0]},
+                                                  /*retain_graph=*/false, /*create_graph=*/false,
+                                                  /*allow_unused=*/true);
+    variable_list grads{torch::Tensor()};  // none for `call`
+    size_t k = 0;
+    for (const torch::Tensor& t : in) grads.push_back(t.requires_grad() ? g[k++] : torch::Tensor());
+    for (size_t p = 0; p < params.size(); ++p) grads.push_back(g[input_grads + p]);
+    return grads;
+  }
+};
+
+}  // namespace
+
+torch::Tensor CheckpointedLevel(const std::vector<torch::nn::Module*>& modules, LevelFn fn,
+                                const std::vector<torch::Tensor>& inputs) {
+  if (!torch::GradMode::is_enabled()) return fn(inputs);
+  auto call = c10::make_intrusive<LevelCall>();
+  call->modules = modules;
+  call->fn = std::move(fn);
+  call->device_type = inputs.front().device().type();
+  call->autocast = at::autocast::is_autocast_enabled(call->device_type);
+  call->autocast_dtype = at::autocast::get_autocast_dtype(call->device_type);
+  for (torch::nn::Module* m : modules) {
+    for (const torch::Tensor& p : m->parameters()) {
+      if (p.requires_grad()) call->params.push_back(p);
+    }
+  }
+  const std::vector<torch::Tensor> params = call->params;
+  return Checkpoint::apply(call, at::TensorList(inputs), at::TensorList(params));
+}
+
+}  // namespace up
