@@ -156,7 +156,9 @@ ControlMessage Encode(const TurnReport& m) {
       .F64(m.loss_scale)
       .U32(m.skipped ? 1 : 0)
       .I64(m.tensor_bytes)
-      .I64(m.turn_peak_tensor_bytes);
+      .I64(m.turn_peak_tensor_bytes)
+      .I64(m.compute_peak_tensor_bytes)
+      .I64(m.step_peak_tensor_bytes);
   return Message(MsgType::kTurnDone, w.Take());
 }
 
@@ -175,6 +177,8 @@ TurnReport DecodeTurnDone(const ControlMessage& m) {
   t.skipped = r.U32() != 0;
   t.tensor_bytes = r.I64();
   t.turn_peak_tensor_bytes = r.I64();
+  t.compute_peak_tensor_bytes = r.I64();
+  t.step_peak_tensor_bytes = r.I64();
   r.ExpectDone();
   return t;
 }

@@ -29,7 +29,8 @@
 
 namespace up::ipc {
 
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: fp16 outcome and tensor bytes in the reports
+// 2: fp16 outcome and tensor bytes in the reports; 3: peaks per phase.
+inline constexpr uint32_t kProtocolVersion = 3;
 
 enum class MsgType : uint32_t {
   kHello = 1,
@@ -91,6 +92,10 @@ struct TurnReport {
   // the turn's end and the peak within the turn.
   int64_t tensor_bytes = 0;
   int64_t turn_peak_tensor_bytes = 0;
+  // The peak of the turn's forward/backward work, and of its optimizer step
+  // (0 without S): what `plan` extrapolates, each on its own line.
+  int64_t compute_peak_tensor_bytes = 0;
+  int64_t step_peak_tensor_bytes = 0;
 };
 
 struct SaveRequest {

@@ -109,17 +109,33 @@ ChildProcess ChildProcess::Spawn(const ChildOptions& options) {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     throw RuntimeError("cannot start " + who + ": pipe2 failed: " + std::strerror(errno));
   }
+  int output_fd = -1;  // opened before the fork: open() is not for the child to fail at
+  if (!options.output_file.empty()) {
+    output_fd = ::open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (output_fd < 0) {
+      const int err = errno;
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+      throw RuntimeError("cannot start " + who + ": " + options.output_file + ": " +
+                         std::strerror(err));
+    }
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
+    if (output_fd >= 0) ::close(output_fd);
     throw RuntimeError("cannot start " + who + ": fork failed: " + std::strerror(err));
   }
   if (pid == 0) {
     // Child: async-signal-safe calls only.
     ::close(pipe_fds[0]);
+    if (output_fd >= 0) {  // dup2 clears CLOEXEC on the copies
+      ::dup2(output_fd, STDOUT_FILENO);
+      ::dup2(output_fd, STDERR_FILENO);
+    }
     if (options.die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       // The parent may have died before prctl took effect.

@@ -45,6 +45,8 @@ struct ChildOptions {
   // Added to (or replacing in) the launcher's environment.
   std::vector<std::pair<std::string, std::string>> extra_env;
   bool die_with_parent = true;
+  // When set, the child's stdout and stderr go to this file (truncated).
+  std::string output_file;
 };
 
 class ChildProcess {

@@ -70,7 +70,7 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
                                   "--node-addr", node_addr,
                                   "--scratch",   scratch.path(),
                                   "--log",       (fs::path(log_dir) / (name + ".log")).string()};
-    children.push_back(ChildProcess::Spawn({name, binaries[i], args, {}, true}));
+    children.push_back(ChildProcess::Spawn({name, binaries[i], args, {}, true, ""}));
     StopSignals::WatchChild(children.back().pid());
     LogInfo(Str(name, " stage started (pid ", children.back().pid(), "), run ", run.run_id));
   }

@@ -185,7 +185,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
            stage_bin[s],
            s == 0 ? stage_args(name, fwd_name, bwd_name) : stage_args(name, bwd_name, fwd_name),
            {},
-           true}));
+           true,
+           ""}));
       StopSignals::WatchChild(link.child->pid());  // a second Ctrl-C kills them
     }
     links.push_back(std::move(link));
@@ -327,6 +328,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         s.tensor_bytes = report.tensor_bytes;
         s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
         s.turn_peak_tensor_bytes = report.turn_peak_tensor_bytes;
+        s.residue_tensor_bytes = std::max(s.residue_tensor_bytes, report.tensor_bytes);
+        s.compute_peak_tensor_bytes =
+            std::max(s.compute_peak_tensor_bytes, report.compute_peak_tensor_bytes);
+        s.step_peak_tensor_bytes =
+            std::max(s.step_peak_tensor_bytes, report.step_peak_tensor_bytes);
         note_device_total(s);
         held_s[static_cast<int>(id)] +=
             std::chrono::duration<double>(Clock::now() - phase_start).count();
@@ -451,7 +457,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                          s.peak_tensor_bytes,
                          (id == StageId::kEncoder ? enc_device : dec_device).is_cuda()
                              ? std::optional<int64_t>(s.peak_reserved_bytes)
-                             : std::nullopt});
+                             : std::nullopt,
+                         s.residue_tensor_bytes,
+                         PhasePeaks{s.compute_peak_tensor_bytes, s.step_peak_tensor_bytes}});
   }
   std::vector<DevicePeak> devices;
   for (const auto& [device, peak] : device_peak) {

@@ -61,8 +61,8 @@ void WarnStopped(int64_t completed, const RunDir& run) {
 void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mode_fields,
                      const TrainSummary& summary, const std::vector<ProcessFigures>& processes,
                      const std::vector<DevicePeak>& devices, int64_t memory_budget) {
-  JsonWriter rss, device_peak, busy, tensors, reserved;
-  bool any_busy = false, any_reserved = false;
+  JsonWriter rss, device_peak, busy, tensors, reserved, residue, phases;
+  bool any_busy = false, any_reserved = false, any_residue = false, any_phases = false;
   for (const ProcessFigures& p : processes) {
     rss.Field(p.name, p.peak_rss_bytes);
     if (p.peak_device_bytes) device_peak.Field(p.name, *p.peak_device_bytes);
@@ -70,6 +70,17 @@ void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mod
     if (p.peak_reserved_bytes) {
       reserved.Field(p.name, *p.peak_reserved_bytes);
       any_reserved = true;
+    }
+    if (p.phase_peaks) {
+      phases.Raw(p.name, JsonWriter()
+                             .Field("compute", p.phase_peaks->compute)
+                             .Field("step", p.phase_peaks->step)
+                             .str());
+      any_phases = true;
+    }
+    if (p.residue_tensor_bytes) {
+      residue.Field(p.name, *p.residue_tensor_bytes);
+      any_residue = true;
     }
     if (p.busy_s) {
       busy.Field(p.name, summary.wall_s > 0 ? *p.busy_s / summary.wall_s : 0.0);
@@ -86,6 +97,8 @@ void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mod
       .Raw("peak_rss_bytes", rss.str())
       .Raw("peak_device_bytes", device_peak.str())
       .Raw("peak_tensor_bytes", tensors.str());
+  if (any_phases) out.Raw("phase_peak_tensor_bytes", phases.str());
+  if (any_residue) out.Raw("residue_tensor_bytes", residue.str());
   JsonWriter device_totals;
   for (const DevicePeak& d : devices) device_totals.Field(d.device, d.peak_tensor_bytes);
   out.Raw("peak_device_tensor_bytes", device_totals.str());

@@ -80,13 +80,22 @@ StepEnd DecideStepEnd(const Config& config, int64_t step);
 void WarnStopped(int64_t completed, const RunDir& run);
 
 // One process's figures for summary.json.
+// A trainer's peak tensor bytes in its forward/backward work and in its
+// optimizer steps, apart (`plan` extrapolates each on its own line).
+struct PhasePeaks {
+  int64_t compute = 0;
+  int64_t step = 0;
+};
+
 struct ProcessFigures {
   std::string name;  // "trainer", "launcher", "encoder", "decoder"
   int64_t peak_rss_bytes = 0;
-  std::optional<int64_t> peak_device_bytes;    // none: not on a device (the launcher)
-  std::optional<double> busy_s;                // time holding the device turn (stages)
-  std::optional<int64_t> peak_tensor_bytes;    // tensor storage on its device (trainers)
-  std::optional<int64_t> peak_reserved_bytes;  // CUDA: the caching allocator's peak reserve
+  std::optional<int64_t> peak_device_bytes;     // none: not on a device (the launcher)
+  std::optional<double> busy_s;                 // time holding the device turn (stages)
+  std::optional<int64_t> peak_tensor_bytes;     // tensor storage on its device (trainers)
+  std::optional<int64_t> peak_reserved_bytes;   // CUDA: the caching allocator's peak reserve
+  std::optional<int64_t> residue_tensor_bytes;  // stages: the most held between turns
+  std::optional<PhasePeaks> phase_peaks;
 };
 
 // The most tensor bytes one device held at once, all its processes together

@@ -99,6 +99,10 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   TrainSummary summary;
   const auto wall_start = Clock::now();
   int64_t completed = start;
+  // The peak is reset around each optimizer step, to measure the two phases
+  // apart: the run's is the largest of them.
+  TensorBytes run_peak = TensorBytesOn(device);  // its peaks: the largest of the phases'
+  PhasePeaks phases;
   for (int64_t step = start; step < t.steps; ++step) {
     const auto step_start = Clock::now();
     enc_opt.BeginStep(step);
@@ -120,24 +124,29 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
       dice.Add(logits, masks);
     }
     SetMemoryPlace(Str("step ", step + 1, ", optimizer step"));
+    run_peak.Merge(TensorBytesOn(device));
+    phases.compute = std::max(phases.compute, TensorBytesOn(device).peak);
+    ResetPeakTensorBytes(device);
     enc_opt.Unscale();  // fp16: norms, clipping and the verdict see unscaled gradients
     dec_opt.Unscale();
     torch::Tensor norms =
         torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P_enc + P_dec,)
     const StageOptimizer::Outcome outcome = enc_opt.Step(norms);
     dec_opt.Step(norms);
+    run_peak.Merge(TensorBytesOn(device));
+    phases.step = std::max(phases.step, TensorBytesOn(device).peak);
+    ResetPeakTensorBytes(device);
     const double step_s = Seconds(step_start, Clock::now());
     std::optional<Fp16Record> fp16;
     if (t.precision == "fp16") fp16 = skips.Note(step, outcome.scale, outcome.skipped);
 
     AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s, fp16);
     const TensorBytes tensors_now = TensorBytesOn(device);
-    progress.Step(
-        step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
-        Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB  tensors: ", tensors_now.live >> 20,
-            "/", tensors_now.peak >> 20, " MiB (live/peak)",
-            device.is_cuda() ? Str("  device peak: ", PeakDeviceBytes(device) >> 20, " MiB")
-                             : std::string()));
+    progress.Step(step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
+                  Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB  tensors: ",
+                      tensors_now.live >> 20, "/", run_peak.peak >> 20, " MiB (live/peak)",
+                      device.is_cuda() ? Str("  device peak: ", run_peak.peak >> 20, " MiB")
+                                       : std::string()));
     summary.final_loss = loss_sum;
 
     const StepEnd end = DecideStepEnd(config, step);
@@ -159,11 +168,13 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   summary.wall_s = Seconds(wall_start, Clock::now());
   summary.SetThroughput(start, completed, t.batch_size);
   summary.param_digest = ParamDigest(NamedState(*model->encoder), NamedState(*model->decoder));
-  const TensorBytes tensors = TensorBytesOn(device);
-  WriteRunSummary(run, "single-process", JsonWriter(), summary,
-                  {{"trainer", PeakRssBytes(), PeakDeviceBytes(device), std::nullopt, tensors.peak,
-                    device.is_cuda() ? std::optional<int64_t>(tensors.reserved) : std::nullopt}},
-                  {{device.str(), tensors.peak}}, t.memory_budget);
+  run_peak.Merge(TensorBytesOn(device));
+  WriteRunSummary(
+      run, "single-process", JsonWriter(), summary,
+      {{"trainer", PeakRssBytes(), device.is_cuda() ? run_peak.peak : 0, std::nullopt,
+        run_peak.peak, device.is_cuda() ? std::optional<int64_t>(run_peak.reserved) : std::nullopt,
+        std::nullopt, phases}},
+      {{device.str(), run_peak.peak}}, t.memory_budget);
   return summary;
 }
 

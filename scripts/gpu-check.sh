@@ -530,9 +530,9 @@ step_plan() {
   skip_or_limit plan 60 || return 0
   local t0=$SECONDS ok=1 why="" prec
   for prec in fp32 bf16 fp16; do
-    timed "$LOGS/plan-$prec.txt" "$LIMIT" "$BIN" plan --config "$TRAIN_CONFIG" --gpu-mem 16GiB --set "train.precision=$prec"
+    timed "$LOGS/plan-$prec.txt" "$LIMIT" "$BIN" plan --config "$TRAIN_CONFIG" --gpu-mem 16GiB --set "train.precision=$prec" --no-measure
     [ "$RC" -eq 0 ] || { ok=0; why="plan ($prec): $(failure_reason "$LOGS/plan-$prec.txt" plan "$LIMIT")"; }
-    timed "$STATE/plan-$prec.json" "$LIMIT" "$BIN" plan --config "$TRAIN_CONFIG" --gpu-mem 16GiB --set "train.precision=$prec" --json
+    timed "$STATE/plan-$prec.json" "$LIMIT" "$BIN" plan --config "$TRAIN_CONFIG" --gpu-mem 16GiB --set "train.precision=$prec" --json --no-measure
     [ "$RC" -eq 0 ] || { ok=0; why="plan --json ($prec): $(failure_reason "$STATE/plan-$prec.json" plan "$LIMIT")"; }
   done
   python3 "$HELPER" plan "$STATE/plan-fp32.json" "$STATE/plan-bf16.json" "$STATE/plan-fp16.json" >"$STATE/plan.json"

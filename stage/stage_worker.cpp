@@ -124,9 +124,12 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
         if (recorder) recorder->BeforeTurn(worker, turn);
         ResetPeakTensorBytes(device);  // the report carries this turn's own peak
         TurnReport report = worker.RunTurn(turn);
-        const up::TensorBytes tensors = TensorBytesOn(device);
+        up::TensorBytes tensors = TensorBytesOn(device);
         report.tensor_bytes = tensors.live;
-        report.turn_peak_tensor_bytes = tensors.peak;
+        // The turn reset the peak around its optimizer step: the turn's is the largest part's.
+        report.turn_peak_tensor_bytes = std::max(
+            {tensors.peak, report.compute_peak_tensor_bytes, report.step_peak_tensor_bytes});
+        tensors.peak = report.turn_peak_tensor_bytes;
         run_peak.Merge(tensors);
         if (recorder) recorder->AfterTurn(worker, turn);
         report.rss_bytes = CurrentRssBytes();

@@ -60,11 +60,20 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
                        a.op == ipc::Op::kStep ? std::string("optimizer step")
                                               : Str("micro-batch ", a.micro_batch)));
     if (a.op == ipc::Op::kStep) {
+      // The step's own peak apart from the work before it (memory_probe.h).
+      report.compute_peak_tensor_bytes =
+          std::max(report.compute_peak_tensor_bytes, TensorBytesOn(device_).peak);
+      ResetPeakTensorBytes(device_);
       Step(turn, &report);
+      report.step_peak_tensor_bytes =
+          std::max(report.step_peak_tensor_bytes, TensorBytesOn(device_).peak);
+      ResetPeakTensorBytes(device_);
     } else {
       RunAction(a, turn.step, &report);
     }
   }
+  report.compute_peak_tensor_bytes =
+      std::max(report.compute_peak_tensor_bytes, TensorBytesOn(device_).peak);
   report.busy_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -182,7 +182,7 @@ int CheckMain(int argc, char** argv) {
   for (const std::string& o : overrides) train.insert(train.end(), {"--set", o});
   std::cout << "check: training the pipeline for " << steps << " steps (recording every tensor)"
             << std::endl;
-  ChildProcess child = ChildProcess::Spawn({"pipeline", SelfExe(), train, {}, true});
+  ChildProcess child = ChildProcess::Spawn({"pipeline", SelfExe(), train, {}, true, ""});
   const ExitStatus status = child.Wait(std::chrono::steady_clock::now() + std::chrono::hours(24));
   if (!status.success()) {
     throw RuntimeError("the pipeline run " + status.Describe() +

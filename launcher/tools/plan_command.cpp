@@ -1,6 +1,9 @@
-// `unet-pipeline plan --config C [--set k=v]... [--gpu-mem 16GiB] [--json]`:
-// predicts peak device memory of single-process training and of the
-// pipeline under each activation policy, and says whether each fits.
+// `unet-pipeline plan --config C [--set k=v]... [--gpu-mem 16GiB] [--json]
+// [--no-measure]`: predicts peak device memory of single-process training
+// (plain and checkpointed) and of the pipeline under each activation policy,
+// and says whether each fits: an estimate from shapes (memory_plan.h) and,
+// unless --no-measure, the tensor bytes measured at two small patches and
+// extrapolated (memory_probe.h), which then decide `fits`.
 #include <cstdio>
 // `--set key=[a,b]` is one value: vector options are not split at commas.
 // Every file that includes cxxopts defines this alike (its parsers are inline).
@@ -13,9 +16,19 @@
 #include "common/errors.h"
 #include "common/json_writer.h"
 #include "launcher/tools/memory_plan.h"
+#include "launcher/tools/memory_probe.h"
 #include "launcher/tools/plan_command.h"
 
 namespace up {
+namespace {
+
+std::string PatchText(const std::vector<int>& patch) {
+  std::string out;
+  for (size_t i = 0; i < patch.size(); ++i) out += (i ? "x" : "") + std::to_string(patch[i]);
+  return out;
+}
+
+}  // namespace
 
 int PlanCommand(int argc, char** argv) {
   cxxopts::Options options("unet-pipeline plan",
@@ -23,7 +36,10 @@ int PlanCommand(int argc, char** argv) {
   options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
       "set", "override a key (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "gpu-mem", "device memory to fit in", cxxopts::value<std::string>()->default_value("16GiB"))(
-      "json", "print JSON")("h,help", "this help");
+      "no-measure", "the estimate from shapes only (no probe runs)")(
+      "probe-voxels", "the largest patch (in voxels) a probe run trains (default 262144)",
+      cxxopts::value<int64_t>()->default_value(std::to_string(kProbeVoxels)))("json", "print JSON")(
+      "h,help", "this help");
   const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline plan --help");
   if (!parsed) return 0;
   const cxxopts::ParseResult& args = *parsed;
@@ -33,8 +49,38 @@ int PlanCommand(int argc, char** argv) {
                  args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
                                    : std::vector<std::string>{});
   const int64_t budget = ParseBytes(args["gpu-mem"].as<std::string>());
-  const std::vector<PlanRow> rows = PlanMemory(config, budget);
+  std::vector<PlanRow> rows = PlanMemory(config, budget);
   const StageCounts enc = EncoderCounts(config), dec = DecoderCounts(config);
+  const bool measure = !args.count("no-measure");
+  const int64_t probe_voxels = args["probe-voxels"].as<int64_t>();
+  if (probe_voxels < 1) throw UsageError("--probe-voxels must be at least 1");
+  if (measure) {
+    // Each row as a way of training; the pipeline rows on one shared device, parked.
+    std::vector<ProbeWay> ways;
+    for (const PlanRow& r : rows) {
+      ProbeWay w{r.name, r.name.rfind("single-process", 0) == 0, {}};
+      if (r.name == "single-process checkpointing") w.sets = {"train.checkpointing=levels"};
+      if (r.name == "pipeline keep") w.sets = {"pipeline.activations=keep", "pipeline.park=always"};
+      if (r.name == "pipeline recompute")
+        w.sets = {"pipeline.activations=recompute", "pipeline.park=always"};
+      ways.push_back(w);
+    }
+    if (!args.count("json"))
+      std::fprintf(stderr, "plan: measuring %zu ways at two small patches\n", ways.size());
+    const std::vector<ProbedBytes> measured = ProbeTensorBytes(
+        args["config"].as<std::string>(),
+        args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                          : std::vector<std::string>{},
+        config, ways, probe_voxels);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].tensor_bytes = measured[i].device;
+      if (!ways[i].single_process) {
+        rows[i].encoder_tensor_bytes = measured[i].encoder;
+        rows[i].decoder_tensor_bytes = measured[i].decoder;
+      }
+      rows[i].fits = rows[i].tensor_bytes + rows[i].context_bytes <= budget;
+    }
+  }
 
   if (args.count("json")) {
     std::string list = "[";
@@ -47,8 +93,15 @@ int PlanCommand(int argc, char** argv) {
           .Field("boundary_bytes", rows[i].boundary_bytes)
           .Field("workspace_bytes", rows[i].workspace_bytes)
           .Field("context_bytes", rows[i].context_bytes)
-          .Field("peak_bytes", rows[i].peak_bytes)
-          .Field("fits", rows[i].fits);
+          .Field("peak_bytes", rows[i].peak_bytes);
+      if (rows[i].tensor_bytes >= 0) w.Field("tensor_bytes", rows[i].tensor_bytes);
+      if (rows[i].encoder_tensor_bytes >= 0) {
+        w.Raw("stage_tensor_bytes", JsonWriter()
+                                        .Field("encoder", rows[i].encoder_tensor_bytes)
+                                        .Field("decoder", rows[i].decoder_tensor_bytes)
+                                        .str());
+      }
+      w.Field("fits", rows[i].fits);
       list += (i ? "," : "") + w.str();
     }
     JsonWriter out;
@@ -67,14 +120,29 @@ int PlanCommand(int argc, char** argv) {
       config.train.batch_size, config.train.micro_batches, config.train.precision.c_str());
   std::printf("device budget %s; context allowance %s per process\n\n", FormatBytes(budget).c_str(),
               FormatBytes(kContextAllowanceBytes).c_str());
-  std::printf("%-20s %10s %12s %10s %10s %10s %10s  %-5s %s\n", "", "state", "activations",
-              "boundary", "workspace", "context", "peak", "fits", "peak during");
+  std::printf("%-29s %9s %12s %9s %10s %9s %10s %12s  %-5s %s\n", "", "state", "activations",
+              "boundary", "workspace", "context", "estimate", "measured", "fits", "peak during");
   for (const PlanRow& r : rows) {
-    std::printf("%-20s %10s %12s %10s %10s %10s %10s  %-5s %s\n", r.name.c_str(),
+    std::printf("%-29s %9s %12s %9s %10s %9s %10s %12s  %-5s %s\n", r.name.c_str(),
                 FormatBytes(r.state_bytes).c_str(), FormatBytes(r.activation_bytes).c_str(),
                 FormatBytes(r.boundary_bytes).c_str(), FormatBytes(r.workspace_bytes).c_str(),
                 FormatBytes(r.context_bytes).c_str(), FormatBytes(r.peak_bytes).c_str(),
+                r.tensor_bytes >= 0 ? FormatBytes(r.tensor_bytes).c_str() : "-",
                 r.fits ? "yes" : "NO", r.peak_phase.c_str());
+  }
+  if (measure) {
+    std::printf(
+        "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
+        "runs at\npatches %s and %s extrapolated to this patch (no context); fits: measured + "
+        "context <= budget\n",
+        PatchText(ProbePatches(config, probe_voxels)[0]).c_str(),
+        PatchText(ProbePatches(config, probe_voxels)[1]).c_str());
+    for (const PlanRow& r : rows) {
+      if (r.encoder_tensor_bytes >= 0)
+        std::printf("  %s: encoder stage %s, decoder stage %s\n", r.name.c_str(),
+                    FormatBytes(r.encoder_tensor_bytes).c_str(),
+                    FormatBytes(r.decoder_tensor_bytes).c_str());
+    }
   }
   std::printf(
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "

@@ -137,6 +137,13 @@ TEST(MemoryBudget, ThePipelineTrainsWhereSingleProcessRunsOut) {
   EXPECT_EQ(RunDigest(dir / "fits"), RunDigest(dir / "free"));
   // Parked between turns, the stages together hold less than without.
   EXPECT_LT(DeviceTotal(dir / "fits"), DeviceTotal(dir / "free"));
+  // Parking really frees the device: between its turns the encoder holds at
+  // most the inputs it recomputes from (a step's 8 images of 4x64x64 fp32),
+  // the decoder next to nothing.
+  const std::string residue = JsonField(Slurp(dir / "fits/summary.json"), "residue_tensor_bytes");
+  ASSERT_FALSE(residue.empty()) << Slurp(dir / "fits/summary.json");
+  EXPECT_LE(std::stoll(JsonField(residue, "encoder")), 8 * 4 * 64 * 64 * 4) << residue;
+  EXPECT_LE(std::stoll(JsonField(residue, "decoder")), 64 << 10) << residue;
 }
 
 TEST(MemoryBudget, CheckpointingIsTheSingleProcessTrainers) {

@@ -34,8 +34,10 @@ using std::chrono::milliseconds;
 Clock::time_point In(milliseconds ms) { return Clock::now() + ms; }
 constexpr milliseconds kLong(5000);
 
-ChildOptions Shell(const std::string& script) { return {"shell", "/bin/sh", {"-c", script}, {}}; }
-ChildOptions Sleep30() { return {"sleeper", "/bin/sleep", {"30"}, {}}; }
+ChildOptions Shell(const std::string& script) {
+  return {"shell", "/bin/sh", {"-c", script}, {}, true, ""};
+}
+ChildOptions Sleep30() { return {"sleeper", "/bin/sleep", {"30"}, {}, true, ""}; }
 
 bool ProcessGone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
 
@@ -95,7 +97,7 @@ TEST(ChildProcessTest, MoveKeepsOneOwner) {
 TEST(ChildProcessTest, MissingExecutableIsUsageErrorNamingThePath) {
   const std::string path = "/nonexistent/build/bin/encoder_proc";
   try {
-    ChildProcess::Spawn({"encoder", path, {}, {}});
+    ChildProcess::Spawn({"encoder", path, {}, {}, true, ""});
     FAIL() << "no error";
   } catch (const UsageError& e) {
     const std::string what = e.what();
@@ -103,8 +105,8 @@ TEST(ChildProcessTest, MissingExecutableIsUsageErrorNamingThePath) {
     EXPECT_NE(what.find("encoder"), std::string::npos) << what;
     EXPECT_NE(what.find("build"), std::string::npos) << what;
   }
-  EXPECT_THROW(ChildProcess::Spawn({"dir", "/tmp", {}, {}}), UsageError);
-  EXPECT_THROW(ChildProcess::Spawn({"empty", "", {}, {}}), UsageError);
+  EXPECT_THROW(ChildProcess::Spawn({"dir", "/tmp", {}, {}, true, ""}), UsageError);
+  EXPECT_THROW(ChildProcess::Spawn({"empty", "", {}, {}, true, ""}), UsageError);
 }
 
 TEST(ChildProcessTest, ExecFailureInTheChildIsReportedBySpawn) {
@@ -116,7 +118,7 @@ TEST(ChildProcessTest, ExecFailureInTheChildIsReportedBySpawn) {
   ::close(fd);
   ASSERT_EQ(::chmod(path, 0700), 0);
   try {
-    ChildProcess::Spawn({"decoder", path, {}, {}});
+    ChildProcess::Spawn({"decoder", path, {}, {}, true, ""});
     ADD_FAILURE() << "no error";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -221,6 +223,26 @@ TEST(ChildProcessTest, PidfdBecomesReadableWhenTheChildEnds) {
   pollfd p{child.pidfd(), POLLIN, 0};
   ASSERT_EQ(::poll(&p, 1, 5000), 1);
   EXPECT_TRUE(child.Wait(In(kLong)).success());
+}
+
+TEST(ChildProcessTest, OutputFileTakesStdoutAndStderr) {
+  char dir[] = "/tmp/up-child-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/out.log";
+  ChildOptions o = Shell("echo to-stdout; echo to-stderr >&2; exit 4");
+  o.output_file = file;
+  ChildProcess child = ChildProcess::Spawn(o);
+  const ExitStatus status = child.Wait(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  EXPECT_EQ(status.code, 4);
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "to-stdout\nto-stderr\n");
+  std::remove(file.c_str());
+  rmdir(dir);
+  // An output file that cannot be opened is an error before any child starts.
+  ChildOptions bad = Shell("exit 0");
+  bad.output_file = "/nonexistent-dir/out.log";
+  EXPECT_THROW(ChildProcess::Spawn(bad), RuntimeError);
 }
 
 }  // namespace

@@ -1,0 +1,223 @@
+// See memory_probe.h.
+#include "launcher/tools/memory_probe.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/errors.h"
+#include "launcher/child_process.h"
+#include "launcher/stage_binary.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The number at `"outer":{..."key":N...}` (no deeper nesting inside), or -1.
+int64_t NestedNumber(const std::string& json, const std::string& outer, const std::string& key) {
+  const size_t at = json.find("\"" + outer + "\":{");
+  if (at == std::string::npos) return -1;
+  const size_t end = json.find('}', at);
+  const size_t k = json.find("\"" + key + "\":", at);
+  if (k == std::string::npos || k > end) return -1;
+  return std::stoll(json.substr(k + key.size() + 3));
+}
+
+// The `{...}` after `"key":` (empty when missing).
+std::string Object(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":{");
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size() + 3;
+  int depth = 0;
+  for (size_t i = start; i < json.size(); ++i) {
+    if (json[i] == '{') ++depth;
+    if (json[i] == '}' && --depth == 0) return json.substr(start, i - start + 1);
+  }
+  return "";
+}
+
+std::string LastLine(const std::string& text) {
+  std::istringstream lines(text);
+  std::string last;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) last = line;
+  return last;
+}
+
+// A private folder under /tmp for the probes' runs, removed with them.
+class ProbeFolder {
+ public:
+  ProbeFolder() {
+    std::string tmpl = (fs::temp_directory_path() / "up-plan-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw RuntimeError("plan: cannot create a folder in /tmp");
+    path_ = tmpl;
+  }
+  ~ProbeFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ProbeFolder(const ProbeFolder&) = delete;
+  ProbeFolder& operator=(const ProbeFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One probe's figures: each process's peak in its forward/backward work and
+// in its optimizer steps apart (the first grows with the patch, the second
+// hardly: at a small patch it can be the larger, so one line through the
+// overall peaks would bend), and what each stage holds between turns.
+struct Point {
+  double voxels = 0;
+  int64_t compute[2] = {0, 0};  // trainer (or encoder), decoder
+  int64_t step[2] = {0, 0};
+  int64_t residue[2] = {0, 0};
+};
+
+int64_t Extrapolate(double v1, int64_t y1, double v2, int64_t y2, double v) {
+  const double slope = (static_cast<double>(y2) - y1) / (v2 - v1);
+  return std::llround(y1 + slope * (v - v1));
+}
+
+std::string List(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> ProbePatches(const Config& config, int64_t max_voxels) {
+  // Halving the largest axis that allows it (a multiple of 2^levels, at
+  // least twice that so the bottleneck keeps two voxels a side) walks down
+  // from the config's patch; the probes are the largest consecutive pair
+  // within max_voxels.
+  const int unit = 1 << config.model.features.size();
+  auto voxels = [](const std::vector<int>& p) {
+    int64_t v = 1;
+    for (int s : p) v *= s;
+    return v;
+  };
+  std::vector<std::vector<int>> walk{config.data.size};
+  for (;;) {
+    std::vector<int> next = walk.back();
+    int axis = -1;
+    for (size_t d = 0; d < next.size(); ++d) {
+      const int half = next[d] / 2;
+      if (next[d] % 2 == 0 && half % unit == 0 && half >= 2 * unit &&
+          (axis < 0 || next[d] > next[axis]))
+        axis = static_cast<int>(d);
+    }
+    if (axis < 0) break;
+    next[axis] /= 2;
+    walk.push_back(next);
+  }
+  size_t i = 0;
+  while (i + 1 < walk.size() && voxels(walk[i]) > max_voxels) ++i;
+  if (i + 1 < walk.size()) return {walk[i + 1], walk[i]};
+  std::vector<int> larger = walk[i];  // the config's patch cannot shrink: one larger
+  larger.back() *= 2;
+  return {walk[i], larger};
+}
+
+std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
+                                          const std::vector<std::string>& overrides,
+                                          const Config& config, const std::vector<ProbeWay>& ways,
+                                          int64_t max_voxels) {
+  const std::string exe = StageBinary("unet-pipeline");
+  // On this machine's CPU whatever the config's devices: tensor bytes are
+  // the same figures there, and a shared device with parking is what the
+  // pipeline rows assume.
+  const std::string device = "cpu";
+  const std::vector<std::string> on_cpu{"pipeline.stages.encoder.device=cpu",
+                                        "pipeline.stages.decoder.device=cpu",
+                                        "pipeline.stages.encoder.node=0",
+                                        "pipeline.stages.decoder.node=0",
+                                        "pipeline.transport=shm",
+                                        "pipeline.schedule=sequential",
+                                        "pipeline.lock=auto",
+                                        "data.kind=synthetic"};
+  const std::vector<std::vector<int>> patches = ProbePatches(config, max_voxels);
+  double full = 1;
+  for (int s : config.data.size) full *= s;
+  ProbeFolder folder;
+  std::vector<ProbedBytes> out;
+  int n = 0;
+  for (const ProbeWay& way : ways) {
+    Point points[2];
+    for (int i = 0; i < 2; ++i) {
+      const std::string run = folder.path() + "/run" + std::to_string(++n);
+      std::vector<std::string> args{"train", "--config", config_path, "--out", run, "-q"};
+      if (way.single_process) args.push_back("--single-process");
+      std::vector<std::string> sets = overrides;
+      sets.insert(sets.end(), on_cpu.begin(), on_cpu.end());
+      sets.insert(sets.end(), way.sets.begin(), way.sets.end());
+      sets.insert(sets.end(), {"train.steps=2", "train.warmup_steps=0", "checkpoint.every=0",
+                               "train.memory_budget=null", "data.size=[" + List(patches[i]) + "]"});
+      for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+      ChildOptions options;
+      options.name = "plan probe";
+      options.executable = exe;
+      options.args = args;
+      options.output_file = run + ".log";
+      ChildProcess child = ChildProcess::Spawn(options);
+      const ExitStatus status =
+          child.Wait(std::chrono::steady_clock::now() + std::chrono::hours(1));
+      const std::string summary = ReadAll(run + "/summary.json");
+      if (!status.success() || summary.empty()) {
+        throw RuntimeError("plan: measuring " + way.name + " at patch " + List(patches[i]) +
+                           " failed (" + status.Describe() +
+                           "): " + LastLine(ReadAll(run + "/launcher.log")));
+      }
+      Point& p = points[i];
+      p.voxels = 1;
+      for (int v : patches[i]) p.voxels *= v;
+      const std::vector<std::string> who = way.single_process
+                                               ? std::vector<std::string>{"trainer"}
+                                               : std::vector<std::string>{"encoder", "decoder"};
+      for (size_t k = 0; k < who.size(); ++k) {
+        const std::string phases = Object(summary, "phase_peak_tensor_bytes");
+        p.compute[k] = NestedNumber(phases, who[k], "compute");
+        p.step[k] = NestedNumber(phases, who[k], "step");
+        p.residue[k] =
+            way.single_process ? 0 : NestedNumber(summary, "residue_tensor_bytes", who[k]);
+        if (p.compute[k] < 0 || p.step[k] < 0 || p.residue[k] < 0)
+          throw RuntimeError("plan: " + run + "/summary.json lacks the " + who[k] + "'s peaks");
+      }
+    }
+    ProbedBytes b;
+    auto line = [&](int64_t(Point::*field)[2], int k) {
+      return Extrapolate(points[0].voxels, (points[0].*field)[k], points[1].voxels,
+                         (points[1].*field)[k], full);
+    };
+    // Each process's peak: the larger phase at the config's patch.
+    auto peak = [&](int k) { return std::max(line(&Point::compute, k), line(&Point::step, k)); };
+    if (way.single_process) {
+      b.device = peak(0);
+    } else {
+      // The device's peak is a turn's: one stage's peak plus what the other
+      // holds parked then.
+      b.encoder = peak(0);
+      b.decoder = peak(1);
+      b.device =
+          std::max(b.encoder + line(&Point::residue, 1), b.decoder + line(&Point::residue, 0));
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace up

@@ -1,0 +1,102 @@
+// `plan` you can trust: each row's measured tensor bytes (memory_probe.h:
+// two small probe runs, extrapolated) are within 10% of what the real run at
+// the config's patch holds, for the device and each stage, single-process
+// with and without checkpointing and the pipeline keeping or recomputing
+// with parked stages, in 2-D and 3-D. The probes here are held well below
+// the patch (--probe-voxels), so the figures are extrapolated, not measured
+// at the same size.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+struct Way {
+  std::string row;  // the plan row's name
+  std::vector<std::string> args;
+};
+
+const std::vector<Way>& Ways() {
+  static const std::vector<Way> ways{
+      {"single-process", {"--single-process"}},
+      {"single-process checkpointing", {"--single-process", "--set", "train.checkpointing=levels"}},
+      {"pipeline keep", {"--set", "pipeline.activations=keep", "--set", "pipeline.park=always"}},
+      {"pipeline recompute",
+       {"--set", "pipeline.activations=recompute", "--set", "pipeline.park=always"}},
+  };
+  return ways;
+}
+
+// The plan JSON's row named `name` (its object text).
+std::string Row(const std::string& plan, const std::string& name) {
+  const size_t at = plan.find("{\"name\":\"" + name + "\"");
+  if (at == std::string::npos) return "";
+  int depth = 0;
+  for (size_t i = at; i < plan.size(); ++i) {
+    if (plan[i] == '{') ++depth;
+    if (plan[i] == '}' && --depth == 0) return plan.substr(at, i - at + 1);
+  }
+  return "";
+}
+
+void ExpectWithin10Percent(long long predicted, long long measured, const std::string& what) {
+  ASSERT_GT(measured, 0) << what;
+  const double ratio = static_cast<double>(predicted) / static_cast<double>(measured);
+  EXPECT_GT(ratio, 0.9) << what << ": plan " << predicted << " B, run " << measured << " B";
+  EXPECT_LT(ratio, 1.1) << what << ": plan " << predicted << " B, run " << measured << " B";
+}
+
+void PlanMatchesRuns(const std::string& config, const std::vector<std::string>& sets,
+                     const std::string& probe_voxels) {
+  TempDir dir;
+  std::vector<std::string> plan_args{
+      BinPath("unet-pipeline"), "plan",      "--config", config, "--json",
+      "--probe-voxels",         probe_voxels};
+  plan_args.insert(plan_args.end(), sets.begin(), sets.end());
+  const CommandResult plan = RunCommand(plan_args);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  int n = 0;
+  for (const Way& way : Ways()) {
+    const std::string row = Row(plan.output, way.row);
+    ASSERT_FALSE(row.empty()) << way.row << " missing: " << plan.output;
+    const std::string run = dir / ("run" + std::to_string(++n));
+    std::vector<std::string> args{
+        BinPath("unet-pipeline"), "train", "-q", "--config", config, "--out", run, "--set",
+        "train.steps=2"};
+    args.insert(args.end(), sets.begin(), sets.end());
+    args.insert(args.end(), way.args.begin(), way.args.end());
+    const CommandResult r = RunCommand(args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string summary = Slurp(run + "/summary.json");
+    ExpectWithin10Percent(
+        std::stoll(JsonField(row, "tensor_bytes")),
+        std::stoll(JsonField(JsonField(summary, "peak_device_tensor_bytes"), "cpu")),
+        way.row + ", the device");
+    if (way.row.rfind("pipeline", 0) == 0) {
+      const std::string stages = JsonField(row, "stage_tensor_bytes");
+      const std::string peaks = JsonField(summary, "peak_tensor_bytes");
+      for (const char* stage : {"encoder", "decoder"}) {
+        ExpectWithin10Percent(std::stoll(JsonField(stages, stage)),
+                              std::stoll(JsonField(peaks, stage)), way.row + ", the " + stage);
+      }
+    }
+  }
+}
+
+TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {
+  // 128x128 from probes at 32x64 and 64x64.
+  PlanMatchesRuns(SourcePath("configs/tiny.yaml"), {"--set", "data.size=[128,128]"}, "4096");
+}
+
+TEST(PlanMeasured, ThreeDimensionalRowsPredictTheRuns) {
+  // Three levels at 32^3 from probes at 16^3 and 16x16x32.
+  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"},
+                  "8192");
+}
+
+}  // namespace
+}  // namespace up::test
