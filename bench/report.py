@@ -407,6 +407,83 @@ def capacity_sections(runs):
     return out
 
 
+def user_case_measured(uc, plans):
+    """The same rows trained for real at the full patch, next to plan's prediction."""
+    if not uc:
+        return []
+    out = [
+        "Measured for real (`bench/user_case.py`): each way trained two steps at the full "
+        f"{'x'.join(map(str, uc['patch']))} patch, {uc['micro_batches']} micro-batches of one "
+        "sample, on this CPU (2 threads); peak tensor bytes from each run's `summary.json`, next "
+        "to plan's prediction above:",
+        "",
+        "| precision | way | measured device peak (GiB) | stages (GiB) | plan (GiB) | plan / measured "
+        "| under 16 GiB | step (s) |",
+        "|---|---|---:|---|---:|---:|---|---:|",
+    ]
+    for r in uc["rows"]:
+        if "error" in r:
+            out.append(f"| {r['precision']} | {r['way']} | failed: {r['error']} | - | - | - | - | - |")
+            continue
+        plan = plans.get(r["precision"])
+        row = next((x for x in (plan or {}).get("rows", []) if x["name"] == r["way"]), None)
+        predicted = row.get("tensor_bytes") if row else None
+        measured = r["peak_device_tensor_bytes"]
+        stages = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in r["peak_tensor_bytes"].items()
+                           if k != "trainer") or "-"
+        out.append(
+            f"| {r['precision']} | {r['way']} | {measured / 2**30:.2f} | {stages} | "
+            + (f"{predicted / 2**30:.2f} | {predicted / measured:.3f} |" if predicted else "- | - |")
+            + f" {'yes' if measured < 16 * 2**30 else 'no'} | {r['step_s']:.0f} |")
+    out.append("")
+    return out
+
+
+def user_case_limits():
+    out = []
+    out += [
+        "What limits the pipeline here: `pipeline.activations: recompute` recomputes the encoder "
+        "only, so the decoder's turn holds the decoder half's activations at full resolution "
+        "(its 64-channel concatenation at 192x192x96) plus the boundary and its gradients, about "
+        "as much as single-process with per-level checkpointing holds for the whole model. "
+        "Checkpointing inside the decoder stage (or more stages, #16) is what would take the "
+        "pipeline below it.",
+        "",
+    ]
+    return out
+
+
+def user_case_section(plans):
+    """brats16g's measured plan rows (fp32 and bf16, one sample per micro-batch)."""
+    plans = [(p, t) for p, t in plans if p]
+    if not plans:
+        return []
+    out = [
+        "## The user's case: brats16g against a 16 GiB card",
+        "",
+        "`unet-pipeline plan --config configs/brats16g.yaml --gpu-mem 16GiB --json` (192x192x96, "
+        "batch 2, the 3-D U-Net of widths 32..256, 22.6M parameters; `configs/brats16g.yaml` stands "
+        "in for nnU-Net's ResEnc L plan until the nnunet model kind exists). Each way trained two "
+        "steps on this CPU at two halvings of the patch and its tensor bytes extrapolated to the "
+        "full patch (`launcher/tools/memory_probe.h`; held within 10% of real runs by "
+        "`PlanMeasured.*`). Tensor bytes only: a GPU adds its CUDA context (1 GiB counted per "
+        "process for `fits`) and cuDNN workspace.",
+        "",
+        "| precision, micro-batches | way | device peak (GiB) | encoder stage (GiB) | decoder stage "
+        "(GiB) | fits 16 GiB (with context) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for p, title in plans:
+        for r in p["rows"]:
+            st = r.get("stage_tensor_bytes") or {}
+            enc = f"{st['encoder'] / 2**30:.1f}" if st else "-"
+            dec = f"{st['decoder'] / 2**30:.1f}" if st else "-"
+            out.append(f"| {title} | {r['name']} | {r.get('tensor_bytes', 0) / 2**30:.1f} | {enc} | "
+                       f"{dec} | {'yes' if r['fits'] else 'no'} |")
+    out.append("")
+    return out
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: report.py RESULTS_DIR OUT_MD")
@@ -432,6 +509,17 @@ def main():
     lines += step_sections(tiny, small)
     if mem:
         lines += memory_section(mem, mb1, rec)
+    lines += user_case_section([
+        (load(folder, "plan-brats16g"), "fp32, 1 micro-batch of 2"),
+        (load(folder, "plan-brats16g-mb1"), "fp32, 2 micro-batches of 1"),
+        (load(folder, "plan-brats16g-bf16-mb1"), "bf16, 2 micro-batches of 1"),
+    ])
+    lines += user_case_measured(load(folder, "user-case"), {
+        "fp32": load(folder, "plan-brats16g-mb1"),
+        "bf16": load(folder, "plan-brats16g-bf16-mb1"),
+    })
+    if load(folder, "plan-brats16g"):
+        lines += user_case_limits()
     lines += capacity_sections([
         (load(folder, "capacity-tiny"), "tiny, widths scaled"),
         (load(folder, "capacity-tiny-patch"), "tiny, patch scaled"),

@@ -33,6 +33,21 @@ run memory-small memory --config configs/small.yaml --steps 3
 run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1
 # And with the encoder's activations recomputed instead of kept.
 run memory-small-recompute memory --config configs/small.yaml --steps 3 --set pipeline.activations=recompute
+# The user's case: brats16g's measured plan against 16 GiB (a minute or two each).
+plan() {
+  local name=$1
+  shift
+  echo "== plan $* ($name)" >&2
+  "$BIN" plan --config configs/brats16g.yaml --gpu-mem 16GiB --json "$@" >"$OUT/$name.json.tmp"
+  mv "$OUT/$name.json.tmp" "$OUT/$name.json"
+}
+plan plan-brats16g
+plan plan-brats16g-mb1 --set train.micro_batches=2
+plan plan-brats16g-bf16-mb1 --set train.micro_batches=2 --set train.precision=bf16
+# And trained for real at the full patch (fp32; several minutes a run on 2 cores).
+echo "== user case (bench/user_case.py)" >&2
+python3 bench/user_case.py "$BIN" "$OUT/user-case.json.tmp" fp32
+mv "$OUT/user-case.json.tmp" "$OUT/user-case.json"
 # The largest model (and patch) each way of training fits in one budget.
 run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
 run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch

@@ -650,6 +650,11 @@ run_check() {
     step_bench bench_transport 90 transport --max-bytes 268435456 --repeats 2 --seconds 0.2
     step_bench bench_step 150 step --config configs/small.yaml --steps 6 --rounds 1 --warmup 2 \
       --set pipeline.stages.encoder.device=cuda --set pipeline.stages.decoder.device=cuda
+    # Capacity on the card under train.memory_budget, with a short search
+    # (level 0's width from 8 up to 16 at most): the budget's CUDA path for real.
+    step_bench bench_capacity 120 capacity --config configs/tiny.yaml --budget 48MiB --steps 1 \
+      --max-scale 16 --set pipeline.stages.encoder.device=cuda \
+      --set pipeline.stages.decoder.device=cuda
   else
     step_bench bench_transport 60 transport --max-bytes 16777216 --repeats 1 --seconds 0.05
     step_bench bench_step 150 step --config configs/tiny.yaml --steps 4 --rounds 1 --warmup 1

@@ -87,8 +87,8 @@ def step_note(s):
     if n == "plan" and (f.get("fp32") or {}).get("rows"):
         return "fp32: " + ", ".join(f"{r['name']} {r['peak_bytes'] / GIB:.2f} GiB ({'fits' if r['fits'] else 'does not fit'})"
                                     for r in f["fp32"]["rows"])
-    if n.startswith("bench_") and isinstance(f, dict) and f.get("results"):
-        return f"{len(f['results'])} rows"
+    if n.startswith("bench_") and isinstance(f, dict) and (f.get("results") or f.get("rows")):
+        return f"{len(f.get('results') or f.get('rows'))} rows"
     return ""
 
 
@@ -208,6 +208,17 @@ def render(doc, source):
             ratio = f"{r['ratio']:.3f}x {r.get('ratio_to')}" if r.get("ratio_to") else "(peer)"
             out.append(f"| {r.get('label')} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
                        f"{r.get('activations', '-')} | {num(r.get('median_step_s'), '{:.4f}')} | {ratio} |")
+    # Bench capacity: the budget on the card.
+    cap = (by.get("bench_capacity") or {}).get("figures") or {}
+    if cap.get("rows"):
+        out += ["", "### Capacity under `train.memory_budget` on the card (`unet-pipeline bench capacity`)", "",
+                f"`{cap.get('config')}`, budget {gib(cap.get('budget_bytes', 0))} GiB, "
+                f"{cap.get('steps')} step(s) per probe; the search stops at `--max-scale`.", "",
+                "| way | largest that trains | parameters | peak tensors (GiB) | x plain |",
+                "|---|---|---:|---:|---:|"]
+        for r in cap["rows"]:
+            out.append(f"| {r.get('way')} | {r.get('size') or '(none)'} | {r.get('parameters', 0):,} | "
+                       f"{gib(r.get('peak_device_tensor_bytes', 0))} | {num(r.get('vs_plain'))} |")
     failed = [s["name"] for s in steps if not s["ok"]]
     out += ["", f"Result: {'every step passed' if not failed else 'failed: ' + ', '.join(failed)}.", "", END]
     return "\n".join(out) + "\n"

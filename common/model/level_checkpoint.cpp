@@ -4,6 +4,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "common/model/precision.h"
+
 namespace up {
 namespace {
 
@@ -18,29 +20,6 @@ struct LevelCall : torch::CustomClassHolder {
   c10::DeviceType device_type = c10::DeviceType::CPU;
   bool autocast = false;
   at::ScalarType autocast_dtype = at::kFloat;
-};
-
-// Restores the autocast state a forward ran under, for its recompute.
-class AutocastAs {
- public:
-  explicit AutocastAs(const LevelCall& call) : type_(call.device_type) {
-    was_enabled_ = at::autocast::is_autocast_enabled(type_);
-    was_dtype_ = at::autocast::get_autocast_dtype(type_);
-    at::autocast::set_autocast_enabled(type_, call.autocast);
-    if (call.autocast) at::autocast::set_autocast_dtype(type_, call.autocast_dtype);
-  }
-  ~AutocastAs() {
-    at::autocast::set_autocast_enabled(type_, was_enabled_);
-    at::autocast::set_autocast_dtype(type_, was_dtype_);
-    at::autocast::clear_cache();
-  }
-  AutocastAs(const AutocastAs&) = delete;
-  AutocastAs& operator=(const AutocastAs&) = delete;
-
- private:
-  c10::DeviceType type_;
-  bool was_enabled_ = false;
-  at::ScalarType was_dtype_ = at::kFloat;
 };
 
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
@@ -74,7 +53,8 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     torch::Tensor out;
     {
       torch::AutoGradMode grad(true);
-      AutocastAs autocast(*call);
+      // The autocast state the forward ran under, for its recompute.
+      AutocastSetting autocast(call->device_type, call->autocast, call->autocast_dtype);
       out = call->fn(in);
     }
     size_t i = 0;

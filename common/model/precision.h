@@ -11,34 +11,49 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "common/config.h"
 
 namespace up {
 
-class AutocastScope {
+// Autocast on one device type set for a scope (enabled or not, in `dtype`),
+// and what was there before restored at its end.
+class AutocastSetting {
  public:
-  AutocastScope(const TrainConfig& train, const torch::Device& device)
-      : type_(device.type()), on_(train.precision == "bf16" || train.precision == "fp16") {
-    if (!on_) return;
-    was_enabled_ = at::autocast::is_autocast_enabled(type_);
-    was_dtype_ = at::autocast::get_autocast_dtype(type_);
-    at::autocast::set_autocast_enabled(type_, true);
-    at::autocast::set_autocast_dtype(type_, train.precision == "fp16" ? at::kHalf : at::kBFloat16);
+  AutocastSetting(c10::DeviceType type, bool enabled, at::ScalarType dtype)
+      : type_(type),
+        was_enabled_(at::autocast::is_autocast_enabled(type)),
+        was_dtype_(at::autocast::get_autocast_dtype(type)) {
+    at::autocast::set_autocast_enabled(type_, enabled);
+    if (enabled) at::autocast::set_autocast_dtype(type_, dtype);
   }
-  ~AutocastScope() {
-    if (!on_) return;
+  ~AutocastSetting() {
     at::autocast::set_autocast_enabled(type_, was_enabled_);
     at::autocast::set_autocast_dtype(type_, was_dtype_);
     at::autocast::clear_cache();
   }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
+  AutocastSetting(const AutocastSetting&) = delete;
+  AutocastSetting& operator=(const AutocastSetting&) = delete;
 
  private:
   c10::DeviceType type_;
-  bool on_;
-  bool was_enabled_ = false;
-  at::ScalarType was_dtype_ = at::kFloat;
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+// The trainers' forward scope: autocast as `train.precision` asks (nothing
+// for fp32).
+class AutocastScope {
+ public:
+  AutocastScope(const TrainConfig& train, const torch::Device& device) {
+    if (train.precision == "bf16" || train.precision == "fp16") {
+      setting_.emplace(device.type(), true, train.precision == "fp16" ? at::kHalf : at::kBFloat16);
+    }
+  }
+
+ private:
+  std::optional<AutocastSetting> setting_;
 };
 
 // Backward from `loss` multiplied by the loss scale (exactly loss.backward()
