@@ -414,8 +414,9 @@ def user_case_measured(uc, plans):
     out = [
         "Measured for real (`bench/user_case.py`): each way trained two steps at the full "
         f"{'x'.join(map(str, uc['patch']))} patch, {uc['micro_batches']} micro-batches of one "
-        "sample, on this CPU (2 threads); peak tensor bytes from each run's `summary.json`, next "
-        "to plan's prediction above:",
+        "sample, on this CPU (2 threads, `UP_GLIBC_MALLOC_DEFAULTS=1` so that freed blocks go back "
+        "to this 24 GiB machine, which slows the steps); peak tensor bytes from each run's "
+        "`summary.json`, next to plan's prediction above:",
         "",
         "| precision | way | measured device peak (GiB) | stages (GiB) | plan (GiB) | plan / measured "
         "| under 16 GiB | step (s) |",

@@ -239,7 +239,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   // Each device's total, all its stages together, after each turn: the turn's
   // own peak plus what the other stages on it hold (their residue while parked).
   std::map<std::string, int64_t> device_peak;
-  const auto note_device_total = [&](StageLink& active) {
+  const auto note_device_total = [&](StageLink& active, const std::string& during) {
     int64_t total = active.turn_peak_tensor_bytes;
     std::string others;
     for (StageLink& o : stages.all()) {
@@ -253,9 +253,10 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     // cap is the whole budget, so the stages' sum is checked here, a turn at a time.
     const bool cuda = (active.id == StageId::kEncoder ? enc_device : dec_device).is_cuda();
     if (cuda && t.memory_budget > 0 && total > t.memory_budget) {
-      throw RuntimeError(Str("out of memory on ", active.device, ": the ", active.name(),
-                             " stage's turn peaked at ", FormatBytes(active.turn_peak_tensor_bytes),
-                             others, ", past the ", FormatBytes(t.memory_budget),
+      throw RuntimeError(Str("out of memory on ", active.device, " during ", during, ": the ",
+                             active.name(), " stage's turn peaked at ",
+                             FormatBytes(active.turn_peak_tensor_bytes), others, ", past the ",
+                             FormatBytes(t.memory_budget),
                              " train.memory_budget; to fit, try pipeline.activations=recompute, "
                              "more train.micro_batches or a smaller data.size "
                              "(`unet-pipeline plan` predicts each)"));
@@ -333,7 +334,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
             std::max(s.compute_peak_tensor_bytes, report.compute_peak_tensor_bytes);
         s.step_peak_tensor_bytes =
             std::max(s.step_peak_tensor_bytes, report.step_peak_tensor_bytes);
-        note_device_total(s);
+        note_device_total(s, turn_text[static_cast<int>(id)]);
         held_s[static_cast<int>(id)] +=
             std::chrono::duration<double>(Clock::now() - phase_start).count();
         if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;

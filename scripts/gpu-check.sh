@@ -14,8 +14,9 @@
 #       `python3 -c 'import torch'`'s LibTorch on every core (first the
 #       binaries, gpu_test and cuda_test), runs `ctest -L gpu`, `plan`, brats16g
 #       single-process and pipeline (activations recompute) in fp32, bf16 and fp16
-#       for 3 steps under a 16 GiB budget, `bench transport` and `bench step`
-#       (configs/small.yaml on cuda), and last builds every other target.
+#       for 3 steps under train.memory_budget=16GiB, `bench transport`, `bench
+#       step` (configs/small.yaml on cuda) and a short `bench capacity` (tiny
+#       under a 96 MiB budget on the card), and last builds every other target.
 #       Every step is bounded (timeout; all of them within
 #       UP_GPU_CHECK_BUDGET_S, default 450 s) and recorded, also when an
 #       earlier one failed (a failed build skips what needs it), in
@@ -652,7 +653,7 @@ run_check() {
       --set pipeline.stages.encoder.device=cuda --set pipeline.stages.decoder.device=cuda
     # Capacity on the card under train.memory_budget, with a short search
     # (level 0's width from 8 up to 16 at most): the budget's CUDA path for real.
-    step_bench bench_capacity 120 capacity --config configs/tiny.yaml --budget 48MiB --steps 1 \
+    step_bench bench_capacity 150 capacity --config configs/tiny.yaml --budget 96MiB --steps 1 \
       --max-scale 16 --set pipeline.stages.encoder.device=cuda \
       --set pipeline.stages.decoder.device=cuda
   else

@@ -11,9 +11,14 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/byte_size.h"
 #include "common/command_line.h"
+#include "common/device_budget.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/model/device_memory.h"
+#include "common/model/out_of_memory.h"
+#include "common/model/tensor_accounting.h"
 #include "common/model/tensor_diff.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
@@ -196,6 +201,19 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
   const Config config = LoadConfig(config_path, overrides);
   torch::set_num_threads(config.train.threads);
   const TrainConfig& t = config.train;
+  // train.memory_budget holds for the stage alone as for the stage in a run
+  // (declared before any tensor of the stage, so it outlives them): whether
+  // one stage fits a card can be tried without the other.
+  const torch::Device device =
+      ParseDevice((stage == "encoder" ? config.pipeline.encoder : config.pipeline.decoder).device,
+                  "pipeline.stages." + stage + ".device");
+  DeviceBudget budget;
+  budget.budget = t.memory_budget;
+  ApplyMemoryBudget(device, t.memory_budget);
+  if (!device.is_cuda()) UseDeviceBudget(&budget);
+  struct StopCharging {
+    ~StopCharging() { UseDeviceBudget(nullptr); }
+  } stop_charging;
   SyntheticReceiver receiver(
       BoundaryShapes(config.model, config.data.size, t.batch_size / t.micro_batches),
       t.micro_batches, stage == "encoder" ? Direction::kBackward : Direction::kForward);
@@ -204,22 +222,31 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
   ctx.config = config;
   ctx.sender = &sender;
   ctx.receiver = &receiver;
-  std::unique_ptr<StageWorker> worker = factory(ctx);
   double total_s = 0;
-  for (int64_t step = 0; step < steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    for (const TurnRequest& turn : StepTurns(stage, step, t.micro_batches, {}))
-      worker->RunTurn(turn);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (step > 0) total_s += s;  // the first step warms up
-    std::printf("%s standalone step %lld: %.1f ms\n", stage.c_str(),
-                static_cast<long long>(step + 1), 1e3 * s);
+  try {
+    std::unique_ptr<StageWorker> worker = factory(ctx);
+    for (int64_t step = 0; step < steps; ++step) {
+      const auto start = std::chrono::steady_clock::now();
+      for (const TurnRequest& turn : StepTurns(stage, step, t.micro_batches, {}))
+        worker->RunTurn(turn);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (step > 0) total_s += s;  // the first step warms up
+      std::printf("%s standalone step %lld: %.1f ms\n", stage.c_str(),
+                  static_cast<long long>(step + 1), 1e3 * s);
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    throw RuntimeError(OutOfMemoryLine(stage + " stage (standalone)", e, config, false));
   }
   if (steps > 1)
     std::printf("%s standalone: %.1f ms per step after the first (%d micro-batches of %d)\n",
                 stage.c_str(), 1e3 * total_s / (steps - 1), t.micro_batches,
                 t.batch_size / t.micro_batches);
+  std::printf(
+      "%s standalone: peak tensor bytes %.1f MiB on %s%s\n", stage.c_str(),
+      (device.is_cuda() ? TensorBytesOn(device).peak : budget.peak.load()) / 1048576.0,
+      device.str().c_str(),
+      t.memory_budget > 0 ? Str(" (budget ", FormatBytes(t.memory_budget), ")").c_str() : "");
   return 0;
 }
 

@@ -134,6 +134,31 @@ TEST(Debug, StandaloneStagesTimeTheirSteps) {
                                        60);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("standalone step 2:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("standalone: peak tensor bytes"), std::string::npos) << r.output;
+  }
+}
+
+// A stage alone under train.memory_budget: whether one stage fits a card is
+// tried without the other; running out is one line naming it, exit 1.
+TEST(Debug, StandaloneStageHonoursTheMemoryBudget) {
+  for (const char* stage : {"encoder", "decoder"}) {
+    const CommandResult fits = RunCommand(
+        {BinPath(std::string(stage) + "_proc"), "--standalone", "--config",
+         SourcePath("configs/tiny.yaml"), "--steps", "1", "--set", "train.memory_budget=64MiB"},
+        60);
+    EXPECT_EQ(fits.exit_code, 0) << fits.output;
+    EXPECT_NE(fits.output.find("(budget 64 MiB)"), std::string::npos) << fits.output;
+    const CommandResult oom = RunCommand(
+        {BinPath(std::string(stage) + "_proc"), "--standalone", "--config",
+         SourcePath("configs/tiny.yaml"), "--steps", "1", "--set", "train.memory_budget=2MiB"},
+        60);
+    EXPECT_EQ(oom.exit_code, 1) << oom.output;
+    EXPECT_NE(oom.output.find(std::string("out of memory in the ") + stage + " stage (standalone)"),
+              std::string::npos)
+        << oom.output;
+    EXPECT_NE(oom.output.find("of the device's 2 MiB (train.memory_budget) in use"),
+              std::string::npos)
+        << oom.output;
   }
 }
 
