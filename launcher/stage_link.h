@@ -29,13 +29,13 @@ struct StageLink {
   int64_t peak_rss_bytes = 0;
   int64_t rss_bytes = 0;  // at the last TurnDone
   int64_t device_peak_bytes = 0;
-  int64_t tensor_bytes = 0;            // live at the last TurnDone (tensor_accounting.h)
-  int64_t peak_tensor_bytes = 0;       // the most at once so far
-  int64_t turn_peak_tensor_bytes = 0;  // the most at once in its last turn
-  int64_t residue_tensor_bytes = 0;    // the most it held between turns (parked)
+  int64_t tensor_bytes = 0;               // live at the last TurnDone (tensor_accounting.h)
+  int64_t peak_tensor_bytes = 0;          // the most at once so far
+  int64_t turn_peak_tensor_bytes = 0;     // the most at once in its last turn
+  int64_t residue_tensor_bytes = 0;       // the most it held between turns (parked)
   int64_t compute_peak_tensor_bytes = 0;  // the most in forward/backward work
   int64_t step_peak_tensor_bytes = 0;     // the most in an optimizer step
-  int64_t peak_reserved_bytes = 0;     // CUDA: the caching allocator's peak reserve
+  int64_t peak_reserved_bytes = 0;        // CUDA: the caching allocator's peak reserve
   double busy_s = 0;
   bool finished = false;  // said Bye: its exit is expected, no longer watched
   const char* name() const { return StageName(id); }

@@ -194,8 +194,8 @@ TEST(Plan, AnswersTheSixteenGiBQuestionForBrats16g) {
   ASSERT_NE(recompute, std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\"fits\":false", single), std::string::npos);
   EXPECT_NE(r.output.find("\"fits\":true", recompute), std::string::npos) << r.output;
-  CommandResult table = RunCommand(
-      {BinPath("unet-pipeline"), "plan", "--config", SourcePath("configs/brats16g.yaml"), "--no-measure"});
+  CommandResult table = RunCommand({BinPath("unet-pipeline"), "plan", "--config",
+                                    SourcePath("configs/brats16g.yaml"), "--no-measure"});
   EXPECT_EQ(table.exit_code, 0);
   EXPECT_NE(table.output.find("NO"), std::string::npos) << table.output;
   EXPECT_EQ(RunCommand({BinPath("unet-pipeline"), "plan", "--config",

@@ -94,8 +94,7 @@ TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {
 
 TEST(PlanMeasured, ThreeDimensionalRowsPredictTheRuns) {
   // Three levels at 32^3 from probes at 16^3 and 16x16x32.
-  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"},
-                  "8192");
+  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"}, "8192");
 }
 
 }  // namespace
