@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "common/errors.h"
+#include "common/fs_util.h"
 #include "launcher/child_process.h"
 #include "launcher/stage_binary.h"
 
@@ -18,13 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// The file, or "" when it is not there (a probe that failed early).
+std::string ReadIfThere(const std::string& path) {
+  return fs::exists(path) ? ReadFile(path) : std::string();
 }
-
 // The number at `"outer":{..."key":N...}` (no deeper nesting inside), or -1.
 int64_t NestedNumber(const std::string& json, const std::string& outer, const std::string& key) {
   const size_t at = json.find("\"" + outer + "\":{");
@@ -176,11 +173,11 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
       ChildProcess child = ChildProcess::Spawn(options);
       const ExitStatus status =
           child.Wait(std::chrono::steady_clock::now() + std::chrono::hours(1));
-      const std::string summary = ReadAll(run + "/summary.json");
+      const std::string summary = ReadIfThere(run + "/summary.json");
       if (!status.success() || summary.empty()) {
         throw RuntimeError("plan: measuring " + way.name + " at patch " + List(patches[i]) +
                            " failed (" + status.Describe() +
-                           "): " + LastLine(ReadAll(run + "/launcher.log")));
+                           "): " + LastLine(ReadIfThere(run + ".log")));
       }
       Point& p = points[i];
       p.voxels = 1;
@@ -188,8 +185,8 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
       const std::vector<std::string> who = way.single_process
                                                ? std::vector<std::string>{"trainer"}
                                                : std::vector<std::string>{"encoder", "decoder"};
+      const std::string phases = Object(summary, "phase_peak_tensor_bytes");
       for (size_t k = 0; k < who.size(); ++k) {
-        const std::string phases = Object(summary, "phase_peak_tensor_bytes");
         p.compute[k] = NestedNumber(phases, who[k], "compute");
         p.step[k] = NestedNumber(phases, who[k], "step");
         p.residue[k] =
