@@ -68,6 +68,12 @@ std::string ActionName(const Action& a) {
   return "?";
 }
 
+std::string ActionsText(const std::vector<Action>& actions) {
+  std::string out;
+  for (const Action& a : actions) out += (out.empty() ? "" : " ") + ActionName(a);
+  return out;
+}
+
 ControlMessage Encode(const Hello& m) {
   WireWriter w;
   w.U32(m.protocol).Str(m.stage).I64(m.pid).Str(m.config_sha256).Str(m.boundary_signature);

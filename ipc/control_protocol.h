@@ -61,6 +61,8 @@ struct Action {
   bool operator==(const Action& o) const { return op == o.op && micro_batch == o.micro_batch; }
 };
 std::string ActionName(const Action& action);  // "F3", "B0", "FB1", "S"
+// A turn's actions, space-separated: "FB0 FB1 S".
+std::string ActionsText(const std::vector<Action>& actions);
 
 struct Hello {
   uint32_t protocol = kProtocolVersion;

@@ -50,10 +50,8 @@ NamedTensors LoadWeights(const std::string& path, Module& module, const TrainCon
 }
 
 std::string TurnText(int64_t step, const Turn& turn) {
-  std::string actions;
-  for (const auto& a : turn.actions) actions += (actions.empty() ? "" : " ") + ipc::ActionName(a);
-  return std::string(StageName(turn.stage)) + " turn [" + actions + "] of step " +
-         std::to_string(step + 1);
+  return std::string(StageName(turn.stage)) + " turn [" + ipc::ActionsText(turn.actions) +
+         "] of step " + std::to_string(step + 1);
 }
 
 }  // namespace

@@ -138,10 +138,7 @@ std::string DescribeSchedule(const std::vector<Phase>& phases) {
     for (size_t t = 0; t < phase.turns.size(); ++t) {
       if (t) out += "|";
       out += phase.turns[t].stage == StageId::kEncoder ? "E[" : "D[";
-      for (size_t i = 0; i < phase.turns[t].actions.size(); ++i) {
-        out += (i ? " " : "") + ipc::ActionName(phase.turns[t].actions[i]);
-      }
-      out += "]";
+      out += ipc::ActionsText(phase.turns[t].actions) + "]";
     }
   }
   return out;

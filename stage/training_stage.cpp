@@ -52,9 +52,7 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
   }
   ipc::TurnReport report;
   report.step = turn.step;
-  std::string actions;
-  for (const ipc::Action& a : turn.actions)
-    actions += (actions.empty() ? "" : " ") + ipc::ActionName(a);
+  const std::string actions = ipc::ActionsText(turn.actions);
   for (const ipc::Action& a : turn.actions) {
     SetMemoryPlace(Str("step ", turn.step + 1, ", turn [", actions, "], ",
                        a.op == ipc::Op::kStep ? std::string("optimizer step")
