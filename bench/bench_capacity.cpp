@@ -107,13 +107,6 @@ class Scaler {
   int unit_ = 1;
 };
 
-template <typename Module>
-int64_t ParamCount(const Module& module) {
-  int64_t n = 0;
-  for (const torch::Tensor& p : module->parameters()) n += p.numel();
-  return n;
-}
-
 struct Probe {
   bool fits = false;
   TrainerResult result;
@@ -195,7 +188,8 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
         return s;
       }());
       row.size = scaler.Describe(lo);
-      row.parameters = ParamCount(UNetEncoder(c.model, 0)) + ParamCount(UNetDecoder(c.model, 0));
+      row.parameters =
+          ParameterCount(*UNetEncoder(c.model, 0)) + ParameterCount(*UNetDecoder(c.model, 0));
       row.voxels = 1;
       for (int d : c.data.size) row.voxels *= d;
       row.peak_device_bytes = static_cast<int64_t>(

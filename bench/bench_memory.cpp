@@ -40,13 +40,6 @@ int64_t RingBytes(const Config& c) {
   return 2 * c.train.micro_batches * static_cast<int64_t>(ipc::ShmRing::PayloadBytesFor(specs));
 }
 
-template <typename Module>
-int64_t ParamCount(const Module& module) {
-  int64_t n = 0;
-  for (const torch::Tensor& p : module->parameters()) n += p.numel();
-  return n;
-}
-
 std::string Mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f", bytes / 1048576.0);
@@ -66,8 +59,8 @@ MemoryReport RunMemoryBench(const MemoryOptions& o) {
   MemoryReport m;
   m.options = o;
   m.ring_bytes = RingBytes(config);
-  m.encoder_params = ParamCount(UNetEncoder(config.model, 0));
-  m.decoder_params = ParamCount(UNetDecoder(config.model, 0));
+  m.encoder_params = ParameterCount(*UNetEncoder(config.model, 0));
+  m.decoder_params = ParameterCount(*UNetDecoder(config.model, 0));
   m.runtime = IdleProcessPeakRss();
   TempFolder tmp;
   std::cerr << "bench memory: single-process run\n";

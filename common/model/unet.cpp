@@ -163,6 +163,12 @@ UNetImpl::UNetImpl(const ModelConfig& c, uint64_t seed) {
   decoder = register_module("decoder", UNetDecoder(c, DecoderInitSeed(seed)));
 }
 
+int64_t ParameterCount(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const torch::Tensor& p : module.parameters()) n += p.numel();
+  return n;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> NamedState(const torch::nn::Module& module) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& p : module.named_parameters(/*recurse=*/true))

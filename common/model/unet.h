@@ -90,4 +90,7 @@ TORCH_MODULE(UNet);
 // checkpoints and recordings.
 std::vector<std::pair<std::string, torch::Tensor>> NamedState(const torch::nn::Module& module);
 
+// How many parameter elements `module` has (its own and its children's).
+int64_t ParameterCount(const torch::nn::Module& module);
+
 }  // namespace up
