@@ -101,7 +101,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   int64_t completed = start;
   // The peak is reset around each optimizer step, to measure the two phases
   // apart: the run's is the largest of them.
-  TensorBytes run_peak = TensorBytesOn(device);  // its peaks: the largest of the phases'
+  TensorBytes run_peak = TensorBytesOn(device);
   PhasePeaks phases;
   for (int64_t step = start; step < t.steps; ++step) {
     const auto step_start = Clock::now();
@@ -124,18 +124,18 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
       dice.Add(logits, masks);
     }
     SetMemoryPlace(Str("step ", step + 1, ", optimizer step"));
-    run_peak.Merge(TensorBytesOn(device));
-    phases.compute = std::max(phases.compute, TensorBytesOn(device).peak);
-    ResetPeakTensorBytes(device);
+    const TensorBytes compute = TakeTensorBytes(device);
+    run_peak.Merge(compute);
+    phases.compute = std::max(phases.compute, compute.peak);
     enc_opt.Unscale();  // fp16: norms, clipping and the verdict see unscaled gradients
     dec_opt.Unscale();
     torch::Tensor norms =
         torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P_enc + P_dec,)
     const StageOptimizer::Outcome outcome = enc_opt.Step(norms);
     dec_opt.Step(norms);
-    run_peak.Merge(TensorBytesOn(device));
-    phases.step = std::max(phases.step, TensorBytesOn(device).peak);
-    ResetPeakTensorBytes(device);
+    const TensorBytes stepped = TakeTensorBytes(device);
+    run_peak.Merge(stepped);
+    phases.step = std::max(phases.step, stepped.peak);
     const double step_s = Seconds(step_start, Clock::now());
     std::optional<Fp16Record> fp16;
     if (t.precision == "fp16") fp16 = skips.Note(step, outcome.scale, outcome.skipped);

@@ -60,12 +60,10 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
     if (a.op == ipc::Op::kStep) {
       // The step's own peak apart from the work before it (memory_probe.h).
       report.compute_peak_tensor_bytes =
-          std::max(report.compute_peak_tensor_bytes, TensorBytesOn(device_).peak);
-      ResetPeakTensorBytes(device_);
+          std::max(report.compute_peak_tensor_bytes, TakeTensorBytes(device_).peak);
       Step(turn, &report);
       report.step_peak_tensor_bytes =
-          std::max(report.step_peak_tensor_bytes, TensorBytesOn(device_).peak);
-      ResetPeakTensorBytes(device_);
+          std::max(report.step_peak_tensor_bytes, TakeTensorBytes(device_).peak);
     } else {
       RunAction(a, turn.step, &report);
     }

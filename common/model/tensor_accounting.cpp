@@ -180,6 +180,12 @@ std::string MemoryPlace() {
   return g_place;
 }
 
+TensorBytes TakeTensorBytes(const torch::Device& device) {
+  const TensorBytes t = TensorBytesOn(device);
+  ResetPeakTensorBytes(device);
+  return t;
+}
+
 void ResetPeakTensorBytes(const torch::Device& device) {
   if (device.is_cuda()) {
     ResetDevicePeak(device);

@@ -52,6 +52,10 @@ TensorBytes TensorBytesOn(const torch::Device& device);
 // Starts a new peak at the bytes live now (for a peak per turn).
 void ResetPeakTensorBytes(const torch::Device& device);
 
+// Ends a phase of the work (forward/backward, an optimizer step): the
+// readings since the last reset, and a new peak starting at what is live.
+TensorBytes TakeTensorBytes(const torch::Device& device);
+
 // From now on, CPU tensors are charged to `budget` (shared memory, or the
 // single-process trainer's own); null stops charging new ones. The budget
 // must outlive every tensor charged to it.
