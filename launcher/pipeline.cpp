@@ -16,6 +16,7 @@
 #include "common/model/device_memory.h"
 #include "common/model/digest.h"
 #include "common/model/loss.h"
+#include "common/model/out_of_memory.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
 #include "common/model/unet.h"
@@ -254,10 +255,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       throw RuntimeError(Str("out of memory on ", active.device, " during ", during, ": the ",
                              active.name(), " stage's turn peaked at ",
                              FormatBytes(active.turn_peak_tensor_bytes), others, ", past the ",
-                             FormatBytes(t.memory_budget),
-                             " train.memory_budget; to fit, try pipeline.activations=recompute, "
-                             "more train.micro_batches or a smaller data.size "
-                             "(`unet-pipeline plan` predicts each)"));
+                             FormatBytes(t.memory_budget), " train.memory_budget; ",
+                             FitSuggestions(config, false)));
     }
   };
   const int64_t start = resume ? resume->step : 0;

@@ -41,8 +41,12 @@ std::string OutOfMemoryLine(const std::string& process, const c10::OutOfMemoryEr
     what = what.substr(0, what.find('\n'));
   }
   const std::string place = MemoryPlace();
-  std::string line = "out of memory in the " + process + (place.empty() ? "" : " at " + place) +
-                     ": " + what + "; to fit, try ";
+  return "out of memory in the " + process + (place.empty() ? "" : " at " + place) + ": " + what +
+         "; " + FitSuggestions(config, single_process);
+}
+
+std::string FitSuggestions(const Config& config, bool single_process) {
+  std::string line = "to fit, try ";
   const std::vector<std::string> tries = Suggestions(config, single_process);
   for (size_t i = 0; i < tries.size(); ++i) line += (i ? ", " : "") + tries[i];
   return line + " (`unet-pipeline plan` predicts each)";

@@ -17,4 +17,7 @@ namespace up {
 std::string OutOfMemoryLine(const std::string& process, const c10::OutOfMemoryError& e,
                             const Config& config, bool single_process);
 
+// The line's advice alone: "to fit, try ... (`unet-pipeline plan` predicts each)".
+std::string FitSuggestions(const Config& config, bool single_process);
+
 }  // namespace up
