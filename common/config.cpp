@@ -41,12 +41,16 @@ using Given = std::map<std::string, YAML::Node>;
 // Every leaf key, in dump order.
 const std::vector<std::string>& LeafKeys() {
   static const std::vector<std::string> keys{
+      "model.kind",
       "model.dims",
       "model.in_channels",
       "model.num_classes",
       "model.features",
       "model.norm",
       "model.groups",
+      "model.plans",
+      "model.configuration",
+      "model.architecture",
       "data.kind",
       "data.path",
       "data.size",
@@ -62,6 +66,8 @@ const std::vector<std::string>& LeafKeys() {
       "train.warmup_steps",
       "train.grad_clip",
       "train.loss",
+      "train.batch_dice",
+      "train.deep_supervision",
       "train.precision",
       "train.loss_scale.init",
       "train.loss_scale.growth_interval",
@@ -565,6 +571,19 @@ class Reader {
     *field = node.Scalar();
   }
 
+  void Bool(const std::string& path, bool* field) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    const std::string v = node.IsScalar() ? node.Scalar() : "";
+    if (v == "true" || v == "on") {
+      *field = true;
+    } else if (v == "false" || v == "off") {
+      *field = false;
+    } else {
+      FailAt(path, "", "expected true or false (on or off)");
+    }
+  }
+
   // A size with a unit ("16GiB") or a number of bytes; null means none (0).
   void ByteSize(const std::string& path, int64_t* field) const {
     if (!Has(path)) return;
@@ -640,7 +659,8 @@ class Reader {
   void SpatialSize(const std::string& path, std::vector<int>* field, int dims) const {
     if (!Has(path)) {
       // Not given: the default size on every axis.
-      field->assign(static_cast<size_t>(dims), field->empty() ? 64 : field->front());
+      if (field->size() != static_cast<size_t>(dims))
+        field->assign(static_cast<size_t>(dims), field->empty() ? 64 : field->front());
       return;
     }
     const YAML::Node& node = Node(path);
@@ -703,13 +723,62 @@ std::string NearestDivisors(long long value, long long n) {
 const IntRange kAtLeast0{0, INT_MAX};
 const IntRange kAtLeast1{1, INT_MAX};
 
-void ReadModel(const Reader& r, ModelConfig* m) {
-  r.Int("model.dims", &m->dims, {2, 3});
+// The keys only one model kind reads.
+const std::vector<std::string> kClassicOnly{"model.features", "model.norm", "model.groups"};
+const std::vector<std::string> kNnunetOnly{"model.plans", "model.configuration",
+                                           "model.architecture"};
+
+// Reads model.*; for nnunet also the plan, whose patch and batch sizes become
+// the defaults of data.size, train.batch_size and train.batch_dice.
+void ReadModel(const Reader& r, Config* c) {
+  ModelConfig* m = &c->model;
+  r.Enum("model.kind", &m->kind, {"classic", "nnunet"});
   r.Int("model.in_channels", &m->in_channels, kAtLeast1);
   r.Int("model.num_classes", &m->num_classes, {2, INT_MAX});
-  r.IntSeq("model.features", &m->features, 1, 8, 1);
-  r.Enum("model.norm", &m->norm, {"batch", "group", "instance"});
-  r.Int("model.groups", &m->groups, kAtLeast1);
+  const bool nnunet = m->kind == "nnunet";
+  for (const auto& key : nnunet ? kClassicOnly : kNnunetOnly) {
+    if (r.Has(key))
+      r.FailAt(key, "",
+               std::string("applies only to model.kind = ") + (nnunet ? "classic" : "nnunet") +
+                   " (model.kind is " + m->kind + ")");
+  }
+  if (!nnunet) {
+    r.Int("model.dims", &m->dims, {2, 3});
+    r.IntSeq("model.features", &m->features, 1, 8, 1);
+    r.Enum("model.norm", &m->norm, {"batch", "group", "instance"});
+    r.Int("model.groups", &m->groups, kAtLeast1);
+    return;
+  }
+  r.String("model.plans", &m->plans);
+  r.String("model.configuration", &m->configuration);
+  const bool has_arch = r.Has("model.architecture") && !r.Node("model.architecture").IsNull();
+  if (m->plans.empty() == !has_arch) {
+    r.FailAt("model.plans", Quote(m->plans),
+             m->plans.empty() ? "model.kind = nnunet needs model.plans (an nnU-Net plans JSON) and "
+                                "model.configuration (e.g. 3d_fullres)"
+                              : "give model.plans or model.architecture, not both");
+  }
+  if (has_arch) {
+    m->nnunet = ParseNnunetArchitecture(r.Node("model.architecture"), "model.architecture");
+  } else {
+    const NnunetPlan plan = ReadNnunetPlan(m->plans, m->configuration);
+    m->nnunet = plan.architecture;
+    c->data.size = plan.patch_size;
+    c->train.batch_size = plan.batch_size;
+    c->train.batch_dice = plan.batch_dice;
+    // The plan's batch may not split into the default micro-batches.
+    if (c->train.batch_size % c->train.micro_batches != 0) c->train.micro_batches = 1;
+  }
+  if (r.Has("model.dims")) {
+    r.Int("model.dims", &m->dims, {2, 3});
+    if (m->dims != m->nnunet.dims)
+      r.FailAt("model.dims", "",
+               "the nnU-Net architecture is " + std::to_string(m->nnunet.dims) +
+                   "-D (its conv_op); leave model.dims out or set it to " +
+                   std::to_string(m->nnunet.dims));
+  }
+  m->dims = m->nnunet.dims;
+  c->train.deep_supervision = true;  // as nnU-Net trains
 }
 
 void ReadData(const Reader& r, int dims, DataConfig* d) {
@@ -732,6 +801,8 @@ void ReadTrain(const Reader& r, TrainConfig* t) {
   r.Int("train.warmup_steps", &t->warmup_steps, kAtLeast0);
   r.Real("train.grad_clip", &t->grad_clip, {0.0, false, false}, &zero);
   r.Enum("train.loss", &t->loss, {"ce", "ce_dice"});
+  r.Bool("train.batch_dice", &t->batch_dice);
+  r.Bool("train.deep_supervision", &t->deep_supervision);
   r.Enum("train.precision", &t->precision, {"fp32", "bf16", "fp16"});
   r.Real("train.loss_scale.init", &t->loss_scale_init, {0.0, true, false});
   r.Int("train.loss_scale.growth_interval", &t->loss_scale_growth_interval, kAtLeast1);
@@ -798,7 +869,22 @@ void CheckConsistency(const Reader& r, const Config& c) {
                "must be 4 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become classes 0..3)");
     }
   }
-  const int levels = static_cast<int>(m.features.size());
+  if (m.kind == "nnunet") {
+    const std::vector<int> total = StageScale(m.nnunet, m.nnunet.stages() - 1);
+    for (size_t d = 0; d < c.data.size.size(); ++d) {
+      if (c.data.size[d] % total[d] != 0) {
+        r.FailAt("data.size", IntList(c.data.size),
+                 "axis " + std::to_string(d) + " must be divisible by " + std::to_string(total[d]) +
+                     ", the product of the architecture's strides " + "on it; " +
+                     NearestMultiples(c.data.size[d], total[d]));
+      }
+    }
+  }
+  if (c.train.deep_supervision && m.kind != "nnunet") {
+    r.FailAt("train.deep_supervision", "true",
+             "needs model.kind = nnunet (the classic U-Net has one head); set it to false");
+  }
+  const int levels = m.kind == "nnunet" ? 0 : static_cast<int>(m.features.size());
   const int factor = 1 << levels;
   for (int s : c.data.size) {
     if (s % factor != 0) {
@@ -833,15 +919,26 @@ void CheckConsistency(const Reader& r, const Config& c) {
   }
 }
 
-Config Resolve(const YAML::Node* root, const std::string& origin,
+// A relative model.plans in a config file names a file beside that config.
+void AnchorPlansPath(const std::string& base_dir, Given* given) {
+  auto it = given->find("model.plans");
+  if (base_dir.empty() || it == given->end() || !it->second.IsScalar()) return;
+  const std::string path = it->second.Scalar();
+  if (path.empty() || path[0] == '/') return;
+  given->erase(it);
+  SetGiven(given, "model.plans", YAML::Node(base_dir + "/" + path));
+}
+
+Config Resolve(const YAML::Node* root, const std::string& origin, const std::string& base_dir,
                const std::vector<std::string>& overrides) {
   Given given;
   if (root) Flatten(*root, "", origin, &given);
+  AnchorPlansPath(base_dir, &given);
   for (const auto& o : overrides) ApplyOverride(o, &given);
 
   Reader reader(std::move(given));
   Config c;
-  ReadModel(reader, &c.model);
+  ReadModel(reader, &c);
   ReadData(reader, c.model.dims, &c.data);
   ReadTrain(reader, &c.train);
   ReadCheckpoint(reader, &c.checkpoint);
@@ -853,7 +950,8 @@ Config Resolve(const YAML::Node* root, const std::string& origin,
 }  // namespace
 
 Config LoadConfigFromString(const std::string& yaml_text, const std::string& origin,
-                            const std::vector<std::string>& overrides) {
+                            const std::vector<std::string>& overrides,
+                            const std::string& base_dir) {
   YAML::Node root = ParseYaml(yaml_text, origin);
   const std::string expected = "expected a mapping with keys " + Join(ChildrenOf(""), ", ");
   if (!root.IsDefined() || root.IsNull()) {
@@ -863,11 +961,11 @@ Config LoadConfigFromString(const std::string& yaml_text, const std::string& ori
     Fail(origin + ": top level is " + (root.IsSequence() ? "a list" : "a scalar") + "; " +
          expected);
   }
-  return Resolve(&root, origin, overrides);
+  return Resolve(&root, origin, base_dir, overrides);
 }
 
 Config LoadConfig(const std::string& path, const std::vector<std::string>& overrides) {
-  if (path.empty()) return Resolve(nullptr, "", overrides);
+  if (path.empty()) return Resolve(nullptr, "", "", overrides);
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (!file) Fail("cannot read '" + path + "': " + std::strerror(errno));
   std::string text;
@@ -884,7 +982,9 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
   int read_errno = std::ferror(file) ? errno : 0;
   std::fclose(file);
   if (read_errno != 0) Fail("cannot read '" + path + "': " + std::strerror(read_errno));
-  return LoadConfigFromString(text, path, overrides);
+  const size_t slash = path.rfind('/');
+  return LoadConfigFromString(text, path, overrides,
+                              slash == std::string::npos ? "." : path.substr(0, slash));
 }
 
 std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces) {
@@ -902,6 +1002,8 @@ std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces)
   return out;
 }
 
+const std::vector<std::string>& ConfigKeys() { return LeafKeys(); }
+
 std::string DumpConfig(const Config& c) {
   std::string out;
   auto line = [&out](int indent, const std::string& key, const std::string& value) {
@@ -911,12 +1013,19 @@ std::string DumpConfig(const Config& c) {
   auto num = [](long long v) { return std::to_string(v); };
 
   line(0, "model", "");
+  if (c.model.kind != "classic") line(2, "kind", Quote(c.model.kind));
   line(2, "dims", num(c.model.dims));
   line(2, "in_channels", num(c.model.in_channels));
   line(2, "num_classes", num(c.model.num_classes));
-  line(2, "features", IntList(c.model.features));
-  line(2, "norm", Quote(c.model.norm));
-  line(2, "groups", num(c.model.groups));
+  if (c.model.kind == "classic") {
+    line(2, "features", IntList(c.model.features));
+    line(2, "norm", Quote(c.model.norm));
+    line(2, "groups", num(c.model.groups));
+  } else {
+    // The plan, resolved: the dump stands without the plans file (and loads
+    // back to the same dump, which the stage handshake compares).
+    line(2, "architecture", NnunetArchitectureText(c.model.nnunet));
+  }
 
   line(0, "data", "");
   line(2, "kind", Quote(c.data.kind));
@@ -937,6 +1046,8 @@ std::string DumpConfig(const Config& c) {
   line(2, "warmup_steps", num(t.warmup_steps));
   line(2, "grad_clip", FormatDouble(t.grad_clip));
   line(2, "loss", Quote(t.loss));
+  line(2, "batch_dice", t.batch_dice ? "true" : "false");
+  if (c.model.kind != "classic") line(2, "deep_supervision", t.deep_supervision ? "true" : "false");
   line(2, "precision", Quote(t.precision));
   line(2, "loss_scale", "");
   line(4, "init", FormatDouble(t.loss_scale_init));

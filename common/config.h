@@ -14,15 +14,24 @@
 #include <string>
 #include <vector>
 
+#include "common/nnunet_plans.h"
+
 namespace up {
 
 struct ModelConfig {
-  int dims = 2;                              // 2 or 3
+  std::string kind = "classic";              // classic | nnunet
+  int dims = 2;                              // 2 or 3 (nnunet: from the architecture)
   int in_channels = 4;                       // >= 1
   int num_classes = 3;                       // >= 2
   std::vector<int> features{8, 16, 32, 64};  // channels per level, 1..8 levels, each >= 1
   std::string norm = "batch";                // batch | group | instance
   int groups = 8;  // model.groups: GroupNorm groups; must divide every width
+  // nnunet: model.plans (a plans JSON, read at load time) and
+  // model.configuration name where `nnunet` came from; model.architecture
+  // holds it resolved, so a dumped config no longer needs the file.
+  std::string plans;
+  std::string configuration = "3d_fullres";
+  NnunetArchitecture nnunet;
 };
 
 struct DataConfig {
@@ -44,6 +53,8 @@ struct TrainConfig {
   int warmup_steps = 0;                   // >= 0, < steps
   double grad_clip = 0.0;                 // max global grad norm; 0 = off
   std::string loss = "ce";                // ce | ce_dice
+  bool batch_dice = true;                 // ce_dice: Dice over the batch (else per sample)
+  bool deep_supervision = false;          // a loss at every decoder resolution (nnunet)
   std::string precision = "fp32";         // fp32 | bf16 | fp16 (with a dynamic loss scale)
   double loss_scale_init = 65536.0;       // fp16: the first loss scale, > 0
   int loss_scale_growth_interval = 2000;  // fp16: double the scale after this many finite steps
@@ -89,14 +100,20 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
 
 // Same, from YAML text already in memory (tests, and configs carried in a
 // checkpoint). `origin` names the source in error messages.
+// A relative model.plans is taken from `base_dir` (LoadConfig: the config
+// file's folder; empty: the current directory).
 Config LoadConfigFromString(const std::string& yaml_text, const std::string& origin,
-                            const std::vector<std::string>& overrides);
+                            const std::vector<std::string>& overrides,
+                            const std::string& base_dir = "");
 
 // `--set` values as the user typed them. cxxopts splits a repeated option's
 // values at commas, so `--set model.features=[8,16]` arrives as
 // "model.features=[8" and "16]": a piece is joined back onto the previous one
 // while that has an open [ or {, or when the piece has no '=' of its own.
 std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces);
+
+// Every key LoadConfig reads ("model.dims", ...), in dump order.
+const std::vector<std::string>& ConfigKeys();
 
 // The resolved config as YAML, every key present, in a fixed order: written to
 // the run folder, hashed for the stage handshake, loadable by LoadConfig.

@@ -13,13 +13,13 @@ namespace up {
 
 DecoderStage::DecoderStage(const Config& config, ipc::TensorSender& to_encoder,
                            ipc::TensorReceiver& from_encoder)
-    : TrainingStage(config, stage::Role::kDecoder,
-                    UNetDecoder(config.model, DecoderInitSeed(config.train.seed)).ptr()),
+    : TrainingStage(config, stage::Role::kDecoder, MakeDecoder(config).ptr()),
       to_encoder_(to_encoder),
       from_encoder_(from_encoder),
       model_(std::static_pointer_cast<UNetDecoderImpl>(module_)),
       spec_(BoundaryShapes(config.model, config.data.size,
-                           config.train.batch_size / config.train.micro_batches)) {}
+                           config.train.batch_size / config.train.micro_batches)),
+      loss_(MakeLossSpec(config)) {}
 
 void DecoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport* report) {
   if (a.op != ipc::Op::kForwardBackward) NotMine(a);
@@ -54,11 +54,12 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
   }
   MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
   torch::Tensor masks = batch.masks.to(device_);  // (n, *S)
-  torch::Tensor logits, loss;                     // (n, K, *S), ()
+  std::vector<torch::Tensor> outputs;             // [0]: (n, K, *S); deep supervision: coarser ones
+  torch::Tensor loss;                             // ()
   {
     AutocastScope autocast(config_.train, device_);
-    logits = model_->forward(b);
-    loss = SegmentationLoss(logits, masks, config_.train.loss) / config_.train.micro_batches;
+    outputs = model_->forward(b);
+    loss = SegmentationLoss(outputs, masks, loss_) / config_.train.micro_batches;
   }
   TestHookPoint("decoder", "forward", step + 1);
   ScaledBackward(loss, optimizer_.loss_scale());  // fp16: the boundary's gradients go back scaled
@@ -75,7 +76,7 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
   from_encoder_.Release(in);
 
   DiceCounter dice(config_.model.num_classes);
-  dice.Add(logits, masks);
+  dice.Add(outputs[0], masks);
   if (dice_counts->empty()) dice_counts->assign(dice.counts().size(), 0);
   for (size_t i = 0; i < dice.counts().size(); ++i) (*dice_counts)[i] += dice.counts()[i];
   const double value = loss.item<double>();

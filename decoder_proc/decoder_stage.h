@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "common/model/loss.h"
 #include "common/model/unet.h"
 #include "stage/training_stage.h"
 
@@ -36,6 +37,7 @@ class DecoderStage : public stage::TrainingStage {
   ipc::TensorReceiver& from_encoder_;
   UNetDecoder model_;  // the TrainingStage's module, typed
   BoundarySpec spec_;
+  LossSpec loss_;
 };
 
 }  // namespace up

@@ -12,8 +12,7 @@ namespace up {
 
 EncoderStage::EncoderStage(const Config& config, ipc::TensorSender& to_decoder,
                            ipc::TensorReceiver& from_decoder)
-    : TrainingStage(config, stage::Role::kEncoder,
-                    UNetEncoder(config.model, EncoderInitSeed(config.train.seed)).ptr()),
+    : TrainingStage(config, stage::Role::kEncoder, MakeEncoder(config).ptr()),
       to_decoder_(to_decoder),
       from_decoder_(from_decoder),
       model_(std::static_pointer_cast<UNetEncoderImpl>(module_)),

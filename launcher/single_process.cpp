@@ -75,7 +75,8 @@ namespace {
 TrainSummary Train(const Config& config, RunDir& run, const std::optional<CheckpointRef>& resume,
                    const torch::Device& device) {
   const TrainConfig& t = config.train;
-  UNet model(config.model, t.seed);
+  UNet model(config.model, t.seed, t.deep_supervision);
+  const LossSpec loss_spec = MakeLossSpec(config);
   model->encoder->set_checkpointing(t.checkpointing == "levels");
   model->decoder->set_checkpointing(t.checkpointing == "levels");
   model->to(device);
@@ -113,15 +114,16 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
       SetMemoryPlace(Str("step ", step + 1, ", micro-batch ", mb));
       MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
       torch::Tensor masks = batch.masks.to(device);  // (n, *S)
-      torch::Tensor logits, loss;                    // (n, K, *S), ()
+      std::vector<torch::Tensor> outputs;  // [0]: (n, K, *S); deep supervision: coarser ones
+      torch::Tensor loss;                  // ()
       {
         AutocastScope autocast(t, device);
-        logits = model->forward(batch.images.to(device));
-        loss = SegmentationLoss(logits, masks, t.loss) / t.micro_batches;
+        outputs = model->forward(batch.images.to(device));
+        loss = SegmentationLoss(outputs, masks, loss_spec) / t.micro_batches;
       }
       ScaledBackward(loss, dec_opt.loss_scale());  // fp16: both halves hold the same scale
       loss_sum += loss.item<double>();
-      dice.Add(logits, masks);
+      dice.Add(outputs[0], masks);
     }
     SetMemoryPlace(Str("step ", step + 1, ", optimizer step"));
     const TensorBytes compute = TakeTensorBytes(device);

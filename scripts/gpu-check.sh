@@ -660,6 +660,18 @@ run_check() {
     step_bench bench_transport 60 transport --max-bytes 16777216 --repeats 1 --seconds 0.05
     step_bench bench_step 150 step --config configs/tiny.yaml --steps 4 --rounds 1 --warmup 1
   fi
+  # nnU-Net's ResEnc L plan (102M parameters) through the pipeline under the
+  # budget, with recompute (the tiny test plan on CPU).
+  if [ "$device" = cuda ]; then
+    TRAIN_CONFIG=configs/nnunet-resenc-l.yaml
+    TRAIN_SETS=(--set train.steps=2)
+  else
+    TRAIN_CONFIG=tests/data/nnunet/empty.yaml
+    TRAIN_SETS+=(--set model.kind=nnunet --set model.plans=tests/data/nnunet/tiny_plans.json
+                 --set model.configuration=3d_fullres --set model.in_channels=2
+                 --set model.num_classes=3)
+  fi
+  step_train train_pipeline_nnunet_bf16 bf16 pipeline
   # Last, with what time is left: every other target (the remaining tests), so
   # a slow full build cannot crowd out the steps above.
   [ "$build_all" = 1 ] && step_build build_all 300

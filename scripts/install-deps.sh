@@ -45,5 +45,21 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
     echo "install-deps: installing torch==${TORCH_VERSION} into .venv (large download, once)"
     .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
   fi
+  # The reference implementations the parity tests compare against (tests
+  # only), without their optional dependencies: timm would bring a torchvision
+  # that replaces the pinned torch.
+  PY_TEST_PACKAGES=("dynamic-network-architectures==0.4.4" "einops==0.8.2" "numpy==2.4.6")
+  if ! .venv/bin/python - "${PY_TEST_PACKAGES[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    if version(name) != want:
+        sys.exit(1)
+PY
+  then
+    echo "install-deps: installing the parity tests' references: ${PY_TEST_PACKAGES[*]}"
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
+  fi
 fi
 echo "install-deps: ok"

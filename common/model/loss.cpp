@@ -5,21 +5,82 @@
 
 namespace up {
 
-torch::Tensor SegmentationLoss(const torch::Tensor& logits, const torch::Tensor& target,
-                               const std::string& kind) {
-  torch::Tensor loss = torch::nn::functional::cross_entropy(logits, target);
-  if (kind == "ce_dice") {
-    const int64_t k = logits.size(1);
-    torch::Tensor prob = torch::softmax(logits, 1);                                    // (N, K, *S)
-    torch::Tensor onehot = torch::one_hot(target, k).movedim(-1, 1).to(prob.dtype());  // (N, K, *S)
+namespace {
+
+// The soft Dice term of one output. logits: (N, K, *S); target: (N, *S).
+torch::Tensor DiceTerm(const torch::Tensor& logits, const torch::Tensor& target,
+                       const LossSpec& spec) {
+  const int64_t k = logits.size(1);
+  torch::Tensor prob = torch::softmax(logits, 1);                                    // (N, K, *S)
+  torch::Tensor onehot = torch::one_hot(target, k).movedim(-1, 1).to(prob.dtype());  // (N, K, *S)
+  std::vector<int64_t> spatial;
+  for (int64_t d = 2; d < logits.dim(); ++d) spatial.push_back(d);
+  if (!spec.nnunet) {  // the classic form, kept as it was
     std::vector<int64_t> reduce{0};
-    for (int64_t d = 2; d < logits.dim(); ++d) reduce.push_back(d);
+    reduce.insert(reduce.end(), spatial.begin(), spatial.end());
     torch::Tensor inter = (prob * onehot).sum(reduce);       // (K)
     torch::Tensor denom = (prob + onehot).sum(reduce);       // (K)
     torch::Tensor dice = (2 * inter + 1.0) / (denom + 1.0);  // (K)
-    loss = loss + (1 - dice.slice(0, 1).mean());
+    return 1 - dice.slice(0, 1).mean();
   }
-  return loss;
+  // MemoryEfficientSoftDiceLoss(batch_dice, smooth=1e-5, do_bg=False).
+  prob = prob.slice(1, 1);                             // (N, K-1, *S)
+  onehot = onehot.slice(1, 1);                         // (N, K-1, *S)
+  torch::Tensor inter = (prob * onehot).sum(spatial);  // (N, K-1)
+  torch::Tensor pred = prob.sum(spatial);              // (N, K-1)
+  torch::Tensor gt = onehot.sum(spatial);              // (N, K-1)
+  if (spec.batch_dice) {
+    inter = inter.sum(0);
+    pred = pred.sum(0);
+    gt = gt.sum(0);
+  }
+  const double smooth = 1e-5;
+  torch::Tensor dice = (2 * inter + smooth) / torch::clamp_min(gt + pred + smooth, 1e-8);
+  return -dice.mean();
+}
+
+}  // namespace
+
+LossSpec MakeLossSpec(const Config& config) {
+  LossSpec spec;
+  spec.kind = config.train.loss;
+  spec.batch_dice = config.train.batch_dice;
+  spec.nnunet = config.model.kind == "nnunet";
+  if (config.train.deep_supervision) {
+    const int outputs = config.model.nnunet.stages() - 1;
+    spec.weights.clear();
+    double sum = 0;
+    for (int i = 0; i < outputs; ++i) {
+      const double w = i + 1 == outputs && outputs > 1 ? 0.0 : 1.0 / static_cast<double>(1 << i);
+      spec.weights.push_back(w);
+      sum += w;
+    }
+    for (double& w : spec.weights) w /= sum;
+  }
+  return spec;
+}
+
+torch::Tensor SegmentationLoss(const std::vector<torch::Tensor>& outputs,
+                               const torch::Tensor& target, const LossSpec& spec) {
+  if (outputs.size() != spec.weights.size())
+    throw RuntimeError("loss: " + std::to_string(outputs.size()) + " outputs for " +
+                       std::to_string(spec.weights.size()) + " deep-supervision weights");
+  torch::Tensor total;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (spec.weights[i] == 0.0) continue;  // nnU-Net skips these too
+    const torch::Tensor& logits = outputs[i];
+    torch::Tensor t = target;  // (N, *S_i)
+    // 'nearest-exact' by an integer factor f picks voxel i*f + f/2 of each block.
+    for (int64_t d = 2; d < logits.dim(); ++d) {
+      const int64_t f = target.size(d - 1) / logits.size(d);
+      if (f > 1) t = t.slice(d - 1, f / 2, c10::nullopt, f);
+    }
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits, t);
+    if (spec.kind == "ce_dice") loss = loss + DiceTerm(logits, t, spec);
+    if (outputs.size() > 1) loss = loss * spec.weights[i];
+    total = total.defined() ? total + loss : loss;
+  }
+  return total;
 }
 
 DiceCounter::DiceCounter(int num_classes)

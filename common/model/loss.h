@@ -8,12 +8,31 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
+
 namespace up {
 
-// Mean cross-entropy over voxels, plus (kind "ce_dice") 1 - soft Dice over
-// the foreground classes. logits: (N, K, *S); target: (N, *S) int64.
-torch::Tensor SegmentationLoss(const torch::Tensor& logits, const torch::Tensor& target,
-                               const std::string& kind);
+// What the loss is, from the config.
+struct LossSpec {
+  std::string kind = "ce";  // ce | ce_dice
+  bool batch_dice = true;   // Dice over the whole batch, else per sample, then the mean
+  // nnU-Net's soft Dice (MemoryEfficientSoftDiceLoss): smoothing 1e-5 and
+  // loss = ce - dice, the numbers nnU-Net logs. Otherwise smoothing 1 and
+  // loss = ce + 1 - dice.
+  bool nnunet = false;
+  // One weight per decoder output, full resolution first: {1} without deep
+  // supervision; with it nnU-Net's 1/2^i, the lowest resolution 0, summing to 1.
+  std::vector<double> weights{1.0};
+};
+LossSpec MakeLossSpec(const Config& config);
+
+// The weighted sum over `outputs` (outputs[i]: (N, K, *S_i)) of the loss
+// against `target` (N, *S) int64, downsampled to each S_i by nearest
+// neighbour ('nearest-exact', as nnU-Net's DownsampleSegForDSTransform).
+// Per output: mean cross-entropy over voxels, plus (kind "ce_dice") the soft
+// Dice term over the foreground classes.
+torch::Tensor SegmentationLoss(const std::vector<torch::Tensor>& outputs,
+                               const torch::Tensor& target, const LossSpec& spec);
 
 // Hard Dice over foreground classes, accumulated over the micro-batches of a
 // step: Add() counts, Mean() = mean over classes 1..K-1 of 2|P∩T| / (|P|+|T|),

@@ -3,6 +3,7 @@
 #include "common/model/unet.h"
 
 #include "common/model/level_checkpoint.h"
+#include "common/model/nnunet_unet.h"
 
 #include <algorithm>
 
@@ -63,17 +64,17 @@ uint64_t DecoderInitSeed(uint64_t seed) { return Mix(seed * 2 + 1) >> 1; }
 
 BoundarySpec BoundaryShapes(const ModelConfig& model, const std::vector<int>& size, int64_t n) {
   BoundarySpec spec;
-  const int levels = static_cast<int>(model.features.size());
+  const LevelGeometry g = Geometry(model);
   auto shape_at = [&](int level, int64_t channels) {
     std::vector<int64_t> shape{n, channels};
-    for (int s : size) shape.push_back(s >> level);
+    for (size_t d = 0; d < size.size(); ++d) shape.push_back(size[d] / g.scale[level][d]);
     return shape;
   };
   spec.names.push_back("bottleneck");
-  spec.shapes.push_back(shape_at(levels, 2 * model.features.back()));
-  for (int i = 0; i < levels; ++i) {
+  spec.shapes.push_back(shape_at(g.levels(), g.bottleneck_channels));
+  for (int i = 0; i < g.levels(); ++i) {
     spec.names.push_back("skip" + std::to_string(i));
-    spec.shapes.push_back(shape_at(i, model.features[i]));
+    spec.shapes.push_back(shape_at(i, g.skip_channels[i]));
   }
   return spec;
 }
@@ -91,76 +92,125 @@ std::string BoundarySignature(const Config& config) {
   return out;
 }
 
-UNetEncoderImpl::UNetEncoderImpl(const ModelConfig& c, uint64_t seed) : dims_(c.dims) {
-  torch::manual_seed(seed);
+namespace {
+
+// The classic U-Net's halves. Modules are created (and the seeded generator
+// consumed) in the order the digests of earlier versions fixed.
+void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
+  const int dims = c.dims;
   int in = c.in_channels;
-  for (size_t i = 0; i < c.features.size(); ++i) {
-    levels_.push_back(
-        register_module("down" + std::to_string(i), DoubleConv(c, in, c.features[i])));
+  auto pool = [dims](const torch::Tensor& x) {
+    return dims == 2 ? torch::max_pool2d(x, 2) : torch::max_pool3d(x, 2);
+  };
+  auto add = [&](const std::string& name, int out, bool pooled) {
+    nn::Sequential conv = enc->register_module(name, DoubleConv(c, in, out));
+    enc->AddLevel(
+        {{conv.ptr().get()}, [conv, pooled, pool](const std::vector<torch::Tensor>& x) mutable {
+           return conv->forward(pooled ? pool(x[0]) : x[0]);  // (N, F, S / 2^i)
+         }});
+    in = out;
+  };
+  for (size_t i = 0; i < c.features.size(); ++i)
+    add("down" + std::to_string(i), c.features[i], i > 0);
+  add("bottleneck", 2 * in, /*pooled=*/true);  // (N, 2*F[L-1], S / 2^L)
+}
+
+void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
+  const int levels = static_cast<int>(c.features.size());
+  int in = 2 * c.features.back();
+  std::vector<std::pair<nn::AnyModule, nn::Sequential>> parts(static_cast<size_t>(levels));
+  for (int i = levels - 1; i >= 0; --i) {
+    const std::string idx = std::to_string(i);
+    nn::AnyModule up = MakeUpConv(c.dims, in, c.features[i]);
+    dec->register_module("up" + idx, up.ptr());
+    nn::Sequential conv =
+        dec->register_module("conv" + idx, DoubleConv(c, 2 * c.features[i], c.features[i]));
+    parts[i] = {up, conv};
     in = c.features[i];
   }
-  bottleneck_ = register_module("bottleneck", DoubleConv(c, in, 2 * in));
+  nn::AnyModule head = MakeConv(c.dims, c.features[0], c.num_classes, 1, /*bias=*/true);
+  dec->register_module("head", head.ptr());
+  for (int i = levels - 1; i >= 0; --i) {
+    auto [up, conv] = parts[i];
+    Level level{{up.ptr().get(), conv.ptr().get()},
+                [up, conv](const std::vector<torch::Tensor>& x) mutable {
+                  torch::Tensor upsampled = up.forward(x[0]);              // (N, F[i], S / 2^i)
+                  return conv->forward(torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
+                }};
+    Level out;
+    if (i == 0)
+      out = {{head.ptr().get()},
+             [head](const std::vector<torch::Tensor>& x) mutable { return head.forward(x[0]); }};
+    dec->SetLevel(i, std::move(level), std::move(out));
+  }
+}
+
+}  // namespace
+
+UNetEncoderImpl::UNetEncoderImpl(const ModelConfig& c, uint64_t seed) {
+  torch::manual_seed(seed);
+  if (c.kind == "nnunet") {
+    BuildNnunetEncoder(this, c);
+  } else {
+    BuildClassicEncoder(this, c);
+  }
 }
 
 Boundary UNetEncoderImpl::forward(const torch::Tensor& x) {
   Boundary out;
   torch::Tensor h = x;  // (N, C, *S)
-  for (auto& level : levels_) {
-    torch::Tensor skip =  // (N, F[i], S / 2^i)
-        checkpointing_ ? CheckpointedLevel({level.ptr().get()},
-                                           [level](const std::vector<torch::Tensor>& in) mutable {
-                                             return level->forward(in[0]);
-                                           },
-                                           {h})
-                       : level->forward(h);
-    h = dims_ == 2 ? torch::max_pool2d(skip, 2) : torch::max_pool3d(skip, 2);
-    out.skips.push_back(skip);
+  for (size_t i = 0; i < levels_.size(); ++i) {
+    const Level& level = levels_[i];
+    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, {h}) : level.run({h});
+    if (i + 1 < levels_.size()) out.skips.push_back(h);  // (N, F[i], S / scale[i])
   }
-  out.bottleneck =  // (N, 2*F[L-1], S / 2^L)
-      checkpointing_
-          ? CheckpointedLevel({bottleneck_.ptr().get()},
-                              [b = bottleneck_](const std::vector<torch::Tensor>& in) mutable {
-                                return b->forward(in[0]);
-                              },
-                              {h})
-          : bottleneck_->forward(h);
+  out.bottleneck = h;  // (N, F_bottleneck, S / scale[L])
   return out;
 }
 
-UNetDecoderImpl::UNetDecoderImpl(const ModelConfig& c, uint64_t seed) {
+UNetDecoderImpl::UNetDecoderImpl(const ModelConfig& c, uint64_t seed, bool deep_supervision)
+    : deep_supervision_(deep_supervision) {
   torch::manual_seed(seed);
-  const int levels = static_cast<int>(c.features.size());
-  ups_.resize(levels);
-  convs_.resize(levels);
-  int in = 2 * c.features.back();
-  for (int i = levels - 1; i >= 0; --i) {
-    const std::string idx = std::to_string(i);
-    ups_[i] = MakeUpConv(c.dims, in, c.features[i]);
-    register_module("up" + idx, ups_[i].ptr());
-    convs_[i] = register_module("conv" + idx, DoubleConv(c, 2 * c.features[i], c.features[i]));
-    in = c.features[i];
+  const size_t levels = static_cast<size_t>(Geometry(c).levels());
+  levels_.resize(levels);
+  heads_.resize(levels);
+  if (c.kind == "nnunet") {
+    BuildNnunetDecoder(this, c);
+  } else {
+    BuildClassicDecoder(this, c);
   }
-  head_ = MakeConv(c.dims, c.features[0], c.num_classes, 1, /*bias=*/true);
-  register_module("head", head_.ptr());
 }
 
-torch::Tensor UNetDecoderImpl::forward(const Boundary& b) {
-  torch::Tensor h = b.bottleneck;  // (N, 2*F[L-1], S / 2^L)
-  for (int i = static_cast<int>(convs_.size()) - 1; i >= 0; --i) {
-    auto level = [up = ups_[i], conv = convs_[i]](const std::vector<torch::Tensor>& in) mutable {
-      torch::Tensor upsampled = up.forward(in[0]);              // (N, F[i], S / 2^i)
-      return conv->forward(torch::cat({in[1], upsampled}, 1));  // (N, F[i], S / 2^i)
-    };
-    h = checkpointing_ ? CheckpointedLevel({ups_[i].ptr().get(), convs_[i].ptr().get()}, level,
-                                           {h, b.skips[i]})
-                       : level({h, b.skips[i]});
-  }
-  return head_.forward(h);  // (N, num_classes, *S)
+void UNetDecoderImpl::SetLevel(int i, Level level, Level head) {
+  levels_.at(static_cast<size_t>(i)) = std::move(level);
+  heads_.at(static_cast<size_t>(i)) = std::move(head);
 }
 
-UNetImpl::UNetImpl(const ModelConfig& c, uint64_t seed) {
+std::vector<torch::Tensor> UNetDecoderImpl::forward(const Boundary& b) {
+  std::vector<torch::Tensor> outputs(levels_.size());
+  torch::Tensor h = b.bottleneck;  // (N, F_bottleneck, S / scale[L])
+  for (int i = static_cast<int>(levels_.size()) - 1; i >= 0; --i) {
+    const Level& level = levels_[i];
+    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, {h, b.skips[i]})
+                       : level.run({h, b.skips[i]});  // (N, F[i], S / scale[i])
+    if (heads_[i].run && (i == 0 || deep_supervision_)) outputs[i] = heads_[i].run({h});
+  }
+  if (!deep_supervision_) outputs.resize(1);
+  return outputs;  // outputs[i]: (N, num_classes, S / scale[i])
+}
+
+UNetEncoder MakeEncoder(const Config& config) {
+  return UNetEncoder(config.model, EncoderInitSeed(config.train.seed));
+}
+
+UNetDecoder MakeDecoder(const Config& config) {
+  return UNetDecoder(config.model, DecoderInitSeed(config.train.seed),
+                     config.train.deep_supervision);
+}
+
+UNetImpl::UNetImpl(const ModelConfig& c, uint64_t seed, bool deep_supervision) {
   encoder = register_module("encoder", UNetEncoder(c, EncoderInitSeed(seed)));
-  decoder = register_module("decoder", UNetDecoder(c, DecoderInitSeed(seed)));
+  decoder = register_module("decoder", UNetDecoder(c, DecoderInitSeed(seed), deep_supervision));
 }
 
 int64_t ParameterCount(const torch::nn::Module& module) {

@@ -1,13 +1,20 @@
-// The classic U-Net, split into the two halves that the pipeline runs as
-// separate processes.
+// A U-Net as levels, split into the two halves that the pipeline runs as
+// separate processes. Every model kind is built as the same list of parts:
 //
-//   UNetEncoder: per level a double convolution ([3x3 conv without bias, norm,
-//     ReLU] x2) whose output is that level's skip, then a 2x max-pool; after the
-//     last level a bottleneck double convolution to twice the last width.
-//   UNetDecoder: per level, deepest first, a 2x2 stride-2 transposed conv, the
-//     concatenation [skip, upsampled] on channels, a double convolution; then a
-//     1x1 conv to `num_classes`.
-//   UNet: the two composed, with parameter names `encoder.*` and `decoder.*`.
+//   encoder levels  x -> x; level i's output is skip i (level 0 at full
+//                   resolution); the last encoder level is the bottleneck;
+//   decoder levels  (x, skip i) -> x, deepest first;
+//   heads           x at decoder level i -> logits at that resolution; the
+//                   classic U-Net has one (level 0), nnU-Net one per level
+//                   (deep supervision).
+//
+// The encoder stage holds the encoder levels and the bottleneck, the decoder
+// stage the decoder levels and the heads. Each kind's builder registers its
+// modules under the names its reference uses (classic: unet.cpp;
+// nnunet: nnunet_unet.cpp) and describes each level as a Level.
+//
+//   UNet: the two halves composed, with parameter names `encoder.*` and
+//   `decoder.*`.
 //
 // 2-D (N, C, H, W) and 3-D (N, C, D, H, W) come from the same code. Each half
 // seeds the global generator itself before creating its layers, so a process
@@ -16,10 +23,12 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
+#include "common/model_geometry.h"
 
 namespace up {
 
@@ -46,6 +55,13 @@ std::string BoundarySignature(const Config& config);
 uint64_t EncoderInitSeed(uint64_t seed);
 uint64_t DecoderInitSeed(uint64_t seed);
 
+// One level: the modules it runs (whose buffers a recompute restores) and
+// how it maps its inputs to its output. The modules are the owning half's.
+struct Level {
+  std::vector<torch::nn::Module*> modules;
+  std::function<torch::Tensor(const std::vector<torch::Tensor>&)> run;
+};
+
 class UNetEncoderImpl : public torch::nn::Module {
  public:
   UNetEncoderImpl(const ModelConfig& config, uint64_t seed);
@@ -53,33 +69,46 @@ class UNetEncoderImpl : public torch::nn::Module {
   // Each level (and the bottleneck) recomputed in backward (level_checkpoint.h).
   void set_checkpointing(bool on) { checkpointing_ = on; }
 
+  // For builders: levels in order; the last one added is the bottleneck.
+  void AddLevel(Level level) { levels_.push_back(std::move(level)); }
+
  private:
-  int dims_;
   bool checkpointing_ = false;
-  std::vector<torch::nn::Sequential> levels_;
-  torch::nn::Sequential bottleneck_{nullptr};
+  std::vector<Level> levels_;
 };
 TORCH_MODULE(UNetEncoder);
 
 class UNetDecoderImpl : public torch::nn::Module {
  public:
-  UNetDecoderImpl(const ModelConfig& config, uint64_t seed);
-  torch::Tensor forward(const Boundary& b);  // -> logits (N, num_classes, *S)
-  // Each level (upsampling, concatenation, double conv) recomputed in backward.
+  UNetDecoderImpl(const ModelConfig& config, uint64_t seed, bool deep_supervision = false);
+  // outputs[0]: logits (N, num_classes, *S); with deep supervision then one
+  // per coarser decoder level i: (N, num_classes, S / scale[i]).
+  std::vector<torch::Tensor> forward(const Boundary& b);
+  // Each level (upsampling, concatenation, convolutions) recomputed in backward.
   void set_checkpointing(bool on) { checkpointing_ = on; }
+
+  // For builders: decoder level i (consuming skip i) and its head, given for
+  // i = L-1 down to 0; a head with no `run` is not computed.
+  void SetLevel(int i, Level level, Level head);
 
  private:
   bool checkpointing_ = false;
-  std::vector<torch::nn::AnyModule> ups_;     // ups_[i] feeds level i
-  std::vector<torch::nn::Sequential> convs_;  // convs_[i] after the concat at level i
-  torch::nn::AnyModule head_;
+  bool deep_supervision_ = false;
+  std::vector<Level> levels_;  // levels_[i]: (below, skip i) -> x_i
+  std::vector<Level> heads_;   // heads_[i]: x_i -> logits at level i
 };
 TORCH_MODULE(UNetDecoder);
 
+// The halves of `config`'s model (kind, deep supervision) for a stage.
+UNetEncoder MakeEncoder(const Config& config);
+UNetDecoder MakeDecoder(const Config& config);
+
 class UNetImpl : public torch::nn::Module {
  public:
-  UNetImpl(const ModelConfig& config, uint64_t seed);
-  torch::Tensor forward(const torch::Tensor& x) { return decoder->forward(encoder->forward(x)); }
+  UNetImpl(const ModelConfig& config, uint64_t seed, bool deep_supervision = false);
+  std::vector<torch::Tensor> forward(const torch::Tensor& x) {
+    return decoder->forward(encoder->forward(x));
+  }
 
   UNetEncoder encoder{nullptr};
   UNetDecoder decoder{nullptr};

@@ -89,7 +89,8 @@ void CompareBoundary(DiffReport& report, const std::string& dir, const recording
 void CompareWithReference(const Config& config, const std::string& dir, DiffReport& report) {
   const recording::Index index = recording::ReadIndex(dir);
   const TrainConfig& t = config.train;
-  UNet model(config.model, t.seed);
+  UNet model(config.model, t.seed, t.deep_supervision);
+  const LossSpec loss_spec = MakeLossSpec(config);
   model->train();
   StageOptimizer enc_opt(*model->encoder, t);
   StageOptimizer dec_opt(*model->decoder, t);
@@ -110,8 +111,8 @@ void CompareWithReference(const Config& config, const std::string& dir, DiffRepo
       taps.insert(taps.end(), tapped.skips.begin(), tapped.skips.end());
       for (auto& tap : taps) tap.retain_grad();
       CompareBoundary(report, dir, index, "forward", step, mb, taps);
-      torch::Tensor logits = model->decoder->forward(tapped);  // (n, K, *S)
-      torch::Tensor loss = SegmentationLoss(logits, batch.masks, t.loss) / t.micro_batches;
+      std::vector<torch::Tensor> outputs = model->decoder->forward(tapped);  // [0]: (n, K, *S)
+      torch::Tensor loss = SegmentationLoss(outputs, batch.masks, loss_spec) / t.micro_batches;
       loss.backward();
       const std::string loss_label = "loss-s" + std::to_string(step) + "-m" + std::to_string(mb);
       if (const recording::Entry* e = index.Find("loss", "decoder", step, mb)) {

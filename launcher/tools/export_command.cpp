@@ -4,9 +4,12 @@
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "common/command_line.h"
 #include "common/errors.h"
+#include "common/fs_util.h"
+#include "common/model/nnunet_unet.h"
 #include "common/model/tensor_file.h"
 #include "launcher/tools/trained_model.h"
 
@@ -23,12 +26,20 @@ std::string FeaturesText(const std::vector<int>& features) {
 
 }  // namespace
 
-NamedTensors MergedStateDict(TrainedModel& model) {
+NamedTensors MergedStateDict(const ModelConfig& model, const torch::nn::Module& encoder,
+                             const torch::nn::Module& decoder) {
   NamedTensors out;
-  for (const auto& [name, t] : NamedState(*model.encoder))
+  for (const auto& [name, t] : NamedState(encoder))
     out.emplace_back("encoder." + name, t.detach().cpu().contiguous());
-  for (const auto& [name, t] : NamedState(*model.decoder))
+  for (const auto& [name, t] : NamedState(decoder))
     out.emplace_back("decoder." + name, t.detach().cpu().contiguous());
+  if (model.kind == "nnunet") {
+    std::map<std::string, torch::Tensor> by_name(out.begin(), out.end());
+    std::vector<std::string> names;
+    for (const auto& [name, t] : out) names.push_back(name);
+    for (const auto& [alias, name] : NnunetStateDictAliases(model, names))
+      out.emplace_back(alias, by_name.at(name));
+  }
   return out;
 }
 
@@ -52,12 +63,27 @@ int ExportCommand(int argc, char** argv) {
   }
 
   TrainedModel model = LoadTrainedModel(args["checkpoint"].as<std::string>());
-  const NamedTensors state = MergedStateDict(model);
+  const NamedTensors state = MergedStateDict(model.config.model, *model.encoder, *model.decoder);
   SaveTensorFile(out, state);
   const ModelConfig& m = model.config.model;
   std::cout << "wrote " << out << ": " << state.size() << " tensors from " << model.checkpoint_dir
-            << " (step " << model.step << ")\n"
-            << "load it in Python (docs/EXPORT.md):\n"
+            << " (step " << model.step << ")\n";
+  if (m.kind == "nnunet") {
+    // The architecture beside it, for the reference class to be built from.
+    const std::string arch = fs::path(out).replace_extension(".architecture.json").string();
+    WriteFileAtomic(arch, "{\"architecture\": " + NnunetArchitectureText(m.nnunet) +
+                              ", \"in_channels\": " + std::to_string(m.in_channels) +
+                              ", \"num_classes\": " + std::to_string(m.num_classes) + "}\n");
+    std::cout << "wrote " << arch << ": the nnU-Net architecture\n"
+              << "load it in Python with dynamic_network_architectures (docs/EXPORT.md):\n"
+              << "  from nnunet_reference import network_from_architecture\n"
+              << "  spec = json.load(open(\"" << arch << "\"))\n"
+              << "  net = network_from_architecture(spec[\"architecture\"], "
+                 "spec[\"in_channels\"], spec[\"num_classes\"])\n"
+              << "  net.load_state_dict(torch.load(\"" << out << "\", weights_only=True))\n";
+    return 0;
+  }
+  std::cout << "load it in Python (docs/EXPORT.md):\n"
             << "  from unet_reference import UNet\n"
             << "  model = UNet(dims=" << m.dims << ", in_channels=" << m.in_channels
             << ", num_classes=" << m.num_classes << ", features=" << FeaturesText(m.features)

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/errors.h"
+#include "common/model_geometry.h"
 
 namespace up {
 namespace {
@@ -37,9 +38,86 @@ int64_t StateBytes(const Config& c, const StageCounts& s) {
   return 4 * (s.parameters * (2 + optimizer_copies) + s.buffer_elements);
 }
 
+int64_t VoxelsAt(const Config& c, const std::vector<int>& scale) {
+  int64_t v = 1;
+  for (size_t d = 0; d < c.data.size.size(); ++d) v *= c.data.size[d] / scale[d];
+  return v;
+}
+
+int64_t Product(const std::vector<int>& v) {
+  int64_t r = 1;
+  for (int x : v) r *= x;
+  return r;
+}
+
+// nnU-Net's ConvDropoutNormReLU in -> out at `voxels` (its output size):
+// the conv's and the norm's outputs are kept (the nonlin runs in place).
+void AddNnunetConv(const Config& c, int64_t in, int64_t out, int64_t kernel, bool bias,
+                   int64_t voxels, StageCounts* s) {
+  const NnunetArchitecture& a = c.model.nnunet;
+  s->parameters += kernel * in * out + (bias ? out : 0);
+  if (a.norm != "none") {
+    if (a.norm_affine) s->parameters += 2 * out;
+    if (a.norm == "batch") s->buffer_elements += 2 * out + 2;
+  }
+  s->activation_elements += (a.norm == "none" ? 1 : 2) * out * voxels;
+  s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
+}
+
+StageCounts NnunetEncoderCounts(const Config& c) {
+  const NnunetArchitecture& a = c.model.nnunet;
+  StageCounts s;
+  int64_t in = c.model.in_channels;
+  s.activation_elements += in * VoxelsAt(c, StageScale(a, 0));  // the input, kept by conv 1
+  const bool residual = a.network_class == "ResidualEncoderUNet";
+  if (residual) {  // the stem: one conv at full resolution
+    AddNnunetConv(c, in, a.features[0], Product(a.kernel_sizes[0]), a.conv_bias,
+                  VoxelsAt(c, StageScale(a, 0)), &s);
+    in = a.features[0];
+  }
+  for (int st = 0; st < a.stages(); ++st) {
+    const int64_t f = a.features[st];
+    const int64_t k = Product(a.kernel_sizes[st]);
+    const int64_t v = VoxelsAt(c, StageScale(a, st));
+    for (int b = 0; b < a.blocks[st]; ++b) {
+      const int64_t block_in = b == 0 ? in : f;
+      AddNnunetConv(c, block_in, f, k, a.conv_bias, v, &s);
+      if (!residual) continue;
+      AddNnunetConv(c, f, f, k, a.conv_bias, v, &s);  // conv2
+      const bool strided = b == 0 && Product(a.strides[st]) > 1;
+      if (strided) s.activation_elements += block_in * v;                 // the pooled skip
+      if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
+      s.activation_elements += f * v;  // the sum, which the nonlin overwrites
+    }
+    in = f;
+  }
+  return s;
+}
+
+StageCounts NnunetDecoderCounts(const Config& c) {
+  const NnunetArchitecture& a = c.model.nnunet;
+  StageCounts s;
+  const int n = a.stages();
+  const int heads = c.train.deep_supervision ? n - 1 : 1;
+  for (int i = n - 2; i >= 0; --i) {
+    const int64_t below = a.features[i + 1];
+    const int64_t f = a.features[i];
+    const int64_t v = VoxelsAt(c, StageScale(a, i));
+    s.parameters += below * f * Product(a.strides[i + 1]) + (a.conv_bias ? f : 0);  // transpconv
+    s.activation_elements += 3 * f * v;  // the upsampled tensor and the concatenation
+    for (int b = 0; b < a.decoder_convs[n - 2 - i]; ++b)
+      AddNnunetConv(c, b == 0 ? 2 * f : f, f, Product(a.kernel_sizes[i]), a.conv_bias, v, &s);
+    s.parameters += f * c.model.num_classes + c.model.num_classes;        // seg layer (all exist)
+    if (i < heads) s.activation_elements += 2 * c.model.num_classes * v;  // logits, softmax
+    s.largest_tensor = std::max(s.largest_tensor, 2 * f * v);
+  }
+  return s;
+}
+
 }  // namespace
 
 StageCounts EncoderCounts(const Config& c) {
+  if (c.model.kind == "nnunet") return NnunetEncoderCounts(c);
   StageCounts s;
   int64_t in = c.model.in_channels;
   const int levels = static_cast<int>(c.model.features.size());
@@ -54,6 +132,7 @@ StageCounts EncoderCounts(const Config& c) {
 }
 
 StageCounts DecoderCounts(const Config& c) {
+  if (c.model.kind == "nnunet") return NnunetDecoderCounts(c);
   StageCounts s;
   const int levels = static_cast<int>(c.model.features.size());
   int64_t in = 2 * c.model.features.back();
@@ -74,10 +153,9 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   const int64_t n = c.train.batch_size / c.train.micro_batches;  // samples per micro-batch
   const int64_t m = c.train.micro_batches;
   const int64_t a = BytesPerActivation(c);
-  int64_t boundary =
-      2 * c.model.features.back() * Voxels(c, static_cast<int>(c.model.features.size()));
-  for (size_t i = 0; i < c.model.features.size(); ++i)
-    boundary += c.model.features[i] * Voxels(c, static_cast<int>(i));
+  const LevelGeometry g = Geometry(c.model);
+  int64_t boundary = g.bottleneck_channels * VoxelsAt(c, g.scale.back());
+  for (int i = 0; i < g.levels(); ++i) boundary += g.skip_channels[i] * VoxelsAt(c, g.scale[i]);
   const int64_t boundary_bytes = boundary * n * a;
 
   std::vector<PlanRow> rows;
@@ -94,7 +172,7 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   // full-resolution level (its 2F-wide concatenation, two F-wide convs).
   PlanRow ckpt{"single-process checkpointing", "backward of the full-resolution level"};
   ckpt.state_bytes = single.state_bytes;
-  ckpt.activation_bytes = 2 * boundary_bytes + 7 * c.model.features[0] * Voxels(c, 0) * n * a;
+  ckpt.activation_bytes = 2 * boundary_bytes + 7 * g.skip_channels[0] * Voxels(c, 0) * n * a;
   ckpt.workspace_bytes = single.workspace_bytes;
   ckpt.context_bytes = kContextAllowanceBytes;
   rows.push_back(ckpt);

@@ -10,6 +10,7 @@
 
 #include "common/errors.h"
 #include "common/fs_util.h"
+#include "common/model_geometry.h"
 #include "launcher/child_process.h"
 #include "launcher/stage_binary.h"
 
@@ -98,11 +99,11 @@ std::string List(const std::vector<int>& v) {
 }  // namespace
 
 std::vector<std::vector<int>> ProbePatches(const Config& config, int64_t max_voxels) {
-  // Halving the largest axis that allows it (a multiple of 2^levels, at
-  // least twice that so the bottleneck keeps two voxels a side) walks down
-  // from the config's patch; the probes are the largest consecutive pair
-  // within max_voxels.
-  const int unit = 1 << config.model.features.size();
+  // Halving the largest axis that can shrink (down to a multiple of the
+  // bottleneck's downsampling on it, at least twice that so the bottleneck
+  // keeps two voxels a side) walks down from the config's patch; the probes
+  // are the largest consecutive pair within max_voxels.
+  const std::vector<int> units = PatchMultiple(config.model);
   auto voxels = [](const std::vector<int>& p) {
     int64_t v = 1;
     for (int s : p) v *= s;
@@ -113,20 +114,19 @@ std::vector<std::vector<int>> ProbePatches(const Config& config, int64_t max_vox
     std::vector<int> next = walk.back();
     int axis = -1;
     for (size_t d = 0; d < next.size(); ++d) {
-      const int half = next[d] / 2;
-      if (next[d] % 2 == 0 && half % unit == 0 && half >= 2 * unit &&
-          (axis < 0 || next[d] > next[axis]))
-        axis = static_cast<int>(d);
+      const int unit = units[d];
+      const int smaller = std::max(2 * unit, next[d] / 2 / unit * unit);
+      if (smaller < next[d] && (axis < 0 || next[d] > next[axis])) axis = static_cast<int>(d);
     }
     if (axis < 0) break;
-    next[axis] /= 2;
+    next[axis] = std::max(2 * units[axis], next[axis] / 2 / units[axis] * units[axis]);
     walk.push_back(next);
   }
   size_t i = 0;
   while (i + 1 < walk.size() && voxels(walk[i]) > max_voxels) ++i;
   if (i + 1 < walk.size()) return {walk[i + 1], walk[i]};
   std::vector<int> larger = walk[i];  // the config's patch cannot shrink: one larger
-  larger.back() *= 2;
+  larger.back() *= 2;                 // a multiple still
   return {walk[i], larger};
 }
 

@@ -25,9 +25,11 @@ namespace fs = std::filesystem;
 bool IsCase(const fs::path& dir) { return BratsFile(dir.string(), "flair").has_value(); }
 
 // `x` (N, C, *S) zero-padded at the end of each spatial axis to a multiple of `m`.
-torch::Tensor PadToMultiple(const torch::Tensor& x, int64_t m) {
+// x: (N, C, *S); multiple: one entry per spatial axis.
+torch::Tensor PadToMultiple(const torch::Tensor& x, const std::vector<int>& multiple) {
   std::vector<int64_t> pad;  // constant_pad_nd wants the last axis first
   for (int64_t d = x.dim() - 1; d >= 2; --d) {
+    const int64_t m = multiple[static_cast<size_t>(d - 2)];
     pad.push_back(0);
     pad.push_back((m - x.size(d) % m) % m);
   }
@@ -37,7 +39,7 @@ torch::Tensor PadToMultiple(const torch::Tensor& x, int64_t m) {
 // Class per voxel (*S) uint8 for one input (1, C, *S): pad, run, crop, argmax.
 torch::Tensor PredictClasses(TrainedModel& model, const torch::Tensor& input,
                              const torch::Device& device) {
-  const int64_t multiple = int64_t{1} << model.config.model.features.size();
+  const std::vector<int> multiple = PatchMultiple(model.config.model);
   torch::Tensor logits = model.Logits(PadToMultiple(input, multiple).to(device));  // (1, K, *S')
   for (int64_t d = 2; d < input.dim(); ++d) logits = logits.narrow(d, 0, input.size(d));
   return logits.argmax(1)[0].to(torch::kCPU, torch::kUInt8).contiguous();  // (*S)

@@ -28,7 +28,7 @@ void LoadHalf(const std::string& path, Module& module, const TrainConfig& train)
 
 torch::Tensor TrainedModel::Logits(const torch::Tensor& images) {
   torch::NoGradGuard no_grad;
-  return decoder->forward(encoder->forward(images));  // (N, num_classes, *S)
+  return decoder->forward(encoder->forward(images))[0];  // (N, num_classes, *S)
 }
 
 TrainedModel LoadTrainedModel(const std::string& dir) {

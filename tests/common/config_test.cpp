@@ -283,7 +283,7 @@ TEST(ConfigValidationTest, SeedRejectsNegative) {
 
 TEST(ConfigValidationTest, SectionMustBeMapping) {
   std::string m = ErrorOf("model: 3\n", {});
-  EXPECT_HAS(m, "model = 3: expected a mapping with keys dims, in_channels");
+  EXPECT_HAS(m, "model = 3: expected a mapping with keys kind, dims, in_channels");
 }
 
 // --- Validation: ranges -------------------------------------------------------

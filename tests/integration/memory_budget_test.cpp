@@ -36,16 +36,6 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-// The lines of `output` that say "error".
-std::vector<std::string> ErrorLines(const std::string& output) {
-  std::vector<std::string> lines;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("error") != std::string::npos) lines.push_back(line);
-  }
-  return lines;
-}
-
 // What of the run in `dir` is left in /dev/shm and /tmp (its run id is in launcher.log).
 std::vector<std::string> Leftovers(const std::string& dir) {
   std::smatch m;
@@ -120,9 +110,10 @@ TEST(MemoryBudget, AStageRunsOutWithOneLineAndLeavesNothing) {
 
 TEST(MemoryBudget, ThePipelineTrainsWhereSingleProcessRunsOut) {
   TempDir dir;
-  // tiny in one process peaks near 20 MiB of tensors (16 with checkpointing);
-  // the pipeline recomputing, its stages parked between turns, near 12.
-  const std::vector<std::string> budget{"--set", "train.memory_budget=15MiB"};
+  // tiny in one process peaks near 19.7 MiB of tensors (14.9 with
+  // checkpointing); the pipeline recomputing, its stages parked between
+  // turns, near 12.1.
+  const std::vector<std::string> budget{"--set", "train.memory_budget=14MiB"};
   CommandResult single = Train(With(With(Tiny(dir / "single", 2), budget), {"--single-process"}));
   EXPECT_EQ(single.exit_code, 1) << single.output;
   CommandResult ckpt = Train(With(With(Tiny(dir / "ckpt", 2), budget),
@@ -131,7 +122,7 @@ TEST(MemoryBudget, ThePipelineTrainsWhereSingleProcessRunsOut) {
   const std::vector<std::string> recompute{"--set", "pipeline.activations=recompute"};
   CommandResult fits = Train(With(With(Tiny(dir / "fits", 2), budget), recompute));
   ASSERT_EQ(fits.exit_code, 0) << fits.output;
-  EXPECT_LE(DeviceTotal(dir / "fits"), 15ll << 20);
+  EXPECT_LE(DeviceTotal(dir / "fits"), 14ll << 20);
   CommandResult free_run = Train(With(Tiny(dir / "free", 2), recompute));
   ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
   EXPECT_EQ(RunDigest(dir / "fits"), RunDigest(dir / "free"));

@@ -44,14 +44,6 @@ size_t CountFiles(const std::string& dir, const std::string& suffix) {
 }
 
 // Lines of `output` that say "error".
-std::vector<std::string> ErrorLines(const std::string& output) {
-  std::vector<std::string> out;
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("error") != std::string::npos) out.push_back(line);
-  return out;
-}
-
 // One sample dataset and one trained pipeline run on its PNG folder, shared
 // by the tests below (training is the slow part).
 class SampleData : public ::testing::Test {
@@ -193,7 +185,7 @@ TEST_F(SampleData, ExportLoadsInPlainPyTorchUNet) {
   dec->eval();
   torch::NoGradGuard no_grad;
   const torch::Tensor input = torch::rand({2, 4, 64, 64});  // (N, C, H, W)
-  const torch::Tensor logits = dec->forward(enc->forward(input));
+  const torch::Tensor logits = dec->forward(enc->forward(input))[0];
   SaveTensorFile(out / "io.pt", {{"input", input}, {"logits", logits}});
   const CommandResult py =
       RunCommand({python, "-W", "ignore", SourcePath("scripts/unet_reference.py"), out / "model.pt",

@@ -166,4 +166,12 @@ std::vector<int> ProcessesMentioning(const std::string& needle) {
   return pids;
 }
 
+std::vector<std::string> ErrorLines(const std::string& output) {
+  std::vector<std::string> out;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("error") != std::string::npos) out.push_back(line);
+  return out;
+}
+
 }  // namespace up::test

@@ -51,6 +51,8 @@ std::string SourcePath(const std::string& relative);
 
 // Whole file as a string ("" if missing); one JSON field's raw value.
 std::string Slurp(const std::string& path);
+// The lines of `output` that say "error".
+std::vector<std::string> ErrorLines(const std::string& output);
 std::string JsonField(const std::string& json, const std::string& key);
 // The `param_digest` of the run folder `run` (from its summary.json).
 std::string RunDigest(const std::string& run);

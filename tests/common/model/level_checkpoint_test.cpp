@@ -41,7 +41,7 @@ Trained TrainOnce(bool checkpointing, const std::string& precision) {
   torch::Tensor loss;
   {
     AutocastScope autocast(t, cpu);
-    loss = torch::nn::functional::cross_entropy(model->forward(x), target);
+    loss = torch::nn::functional::cross_entropy(model->forward(x)[0], target);
   }
   loss.backward();
   Trained r;
@@ -86,10 +86,10 @@ TEST(LevelCheckpoint, WithoutGradModeItIsThePlainForward) {
   model->eval();
   torch::NoGradGuard no_grad;
   const torch::Tensor x = torch::randn({1, 4, 32, 32});
-  const torch::Tensor plain = model->forward(x);
+  const torch::Tensor plain = model->forward(x)[0];
   model->encoder->set_checkpointing(true);
   model->decoder->set_checkpointing(true);
-  EXPECT_TRUE(torch::equal(plain, model->forward(x)));
+  EXPECT_TRUE(torch::equal(plain, model->forward(x)[0]));
 }
 
 }  // namespace

@@ -1,0 +1,22 @@
+// Level geometry; see model_geometry.h.
+#include "common/model_geometry.h"
+
+namespace up {
+
+LevelGeometry Geometry(const ModelConfig& model) {
+  LevelGeometry g;
+  if (model.kind == "nnunet") {
+    const NnunetArchitecture& a = model.nnunet;
+    for (int s = 0; s + 1 < a.stages(); ++s) g.skip_channels.push_back(a.features[s]);
+    g.bottleneck_channels = a.features.back();
+    for (int s = 0; s < a.stages(); ++s) g.scale.push_back(StageScale(a, s));
+    return g;
+  }
+  const int levels = static_cast<int>(model.features.size());
+  for (int f : model.features) g.skip_channels.push_back(f);
+  g.bottleneck_channels = 2 * model.features.back();
+  for (int i = 0; i <= levels; ++i) g.scale.emplace_back(static_cast<size_t>(model.dims), 1 << i);
+  return g;
+}
+
+}  // namespace up

@@ -1,0 +1,236 @@
+// model.kind = nnunet against its reference and through the pipeline:
+//   - names, shapes and every deep-supervision output equal
+//     dynamic_network_architectures 0.4.4's network built from the same plan
+//     (scripts/nnunet_reference.py loads our export with strict=True), for
+//     both classes in 2-D and 3-D;
+//   - the ResEnc L plan has the reference's parameter count;
+//   - the pipeline equals --single-process bit for bit, and resume equals an
+//     uninterrupted run;
+//   - plans we do not build exit 2 with one line naming the entry.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/config.h"
+#include "common/errors.h"
+#include "common/model/tensor_file.h"
+#include "common/model/unet.h"
+#include "launcher/tools/export_command.h"
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+std::string TinyPlans() { return SourcePath("tests/data/nnunet/tiny_plans.json"); }
+
+std::vector<std::string> NnunetSet(const std::string& configuration) {
+  return {"model.kind=nnunet", "model.plans=" + TinyPlans(), "model.configuration=" + configuration,
+          "model.in_channels=2", "model.num_classes=3"};
+}
+
+// The reference's Python, or the reason it cannot run.
+std::string ReferencePython(std::string* why) {
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0) {
+    *why = "no Python at " + python + " (scripts/install-deps.sh makes it)";
+    return "";
+  }
+  if (RunCommand({python, "-c", "import dynamic_network_architectures"}, 60).exit_code != 0) {
+    *why = "dynamic_network_architectures does not import in " + python +
+           " (scripts/install-deps.sh installs it)";
+    return "";
+  }
+  return python;
+}
+
+class NnunetParity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NnunetParity, NamesAndEveryOutputMatchTheReference) {
+  std::string why;
+  const std::string python = ReferencePython(&why);
+  if (python.empty()) GTEST_SKIP() << why;
+  const std::string configuration = GetParam();
+  std::vector<std::string> set = NnunetSet(configuration);
+  const Config config = LoadConfigFromString("{}", "test", set);
+  ASSERT_TRUE(config.train.deep_supervision);
+
+  UNet model(config.model, 3, /*deep_supervision=*/true);
+  {
+    // Away from nnU-Net's start (zeroed residual norms), so every path counts.
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(11);
+    for (auto& p : model->parameters()) p.add_(0.1 * torch::randn_like(p));
+  }
+  model->train();
+  std::vector<int64_t> shape{2, 2};
+  for (int s : config.data.size) shape.push_back(s);
+  const torch::Tensor input = torch::randn(shape);  // (2, 2, *S)
+  std::vector<torch::Tensor> outputs;
+  {
+    torch::NoGradGuard no_grad;
+    outputs = model->forward(input);
+  }
+  ASSERT_EQ(static_cast<int>(outputs.size()), config.model.nnunet.stages() - 1);
+
+  TempDir dir;
+  const NamedTensors state = MergedStateDict(config.model, *model->encoder, *model->decoder);
+  SaveTensorFile(dir / "model.pt", state);
+  NamedTensors io{{"input", input}};
+  for (size_t i = 0; i < outputs.size(); ++i)
+    io.emplace_back("output" + std::to_string(i), outputs[i]);
+  SaveTensorFile(dir / "io.pt", io);
+
+  const CommandResult py = RunCommand(
+      {python, "-W", "ignore", SourcePath("scripts/nnunet_reference.py"), dir / "model.pt",
+       "--plans", TinyPlans(), "--configuration", configuration, "--in-channels", "2",
+       "--num-classes", "3", "--deep-supervision", "--expect", dir / "io.pt"},
+      300);
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("loaded " + std::to_string(state.size()) + " tensors with strict=True"),
+            std::string::npos)
+      << py.output;
+  EXPECT_NE(py.output.find("outputs match: " + std::to_string(outputs.size()) + " outputs"),
+            std::string::npos)
+      << py.output;
+
+  // One tensor fewer: strict loading refuses it.
+  NamedTensors cut(state.begin() + 1, state.end());
+  SaveTensorFile(dir / "cut.pt", cut);
+  const CommandResult bad = RunCommand(
+      {python, "-W", "ignore", SourcePath("scripts/nnunet_reference.py"), dir / "cut.pt", "--plans",
+       TinyPlans(), "--configuration", configuration, "--in-channels", "2", "--num-classes", "3"},
+      300);
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("Missing key"), std::string::npos) << bad.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configurations, NnunetParity,
+                         ::testing::Values("2d", "2d_res", "3d_fullres", "3d_plain"));
+
+TEST(NnunetPlan, ResEncLHasTheReferenceParameterCount) {
+  const Config config = LoadConfig(SourcePath("configs/nnunet-resenc-l.yaml"), {});
+  EXPECT_EQ(config.model.nnunet.network_class, "ResidualEncoderUNet");
+  EXPECT_EQ(config.data.size, (std::vector<int>{160, 192, 160}));
+  const int64_t ours =
+      ParameterCount(*UNetEncoder(config.model, 0)) + ParameterCount(*UNetDecoder(config.model, 0));
+  std::string why;
+  const std::string python = ReferencePython(&why);
+  if (python.empty()) GTEST_SKIP() << why << "; ours has " << ours << " parameters";
+  const CommandResult py =
+      RunCommand({python, "-W", "ignore", "-c",
+                  "import sys; sys.path.insert(0, '" + SourcePath("scripts") +
+                      "'); from nnunet_reference import network_from_plans as n; "
+                      "net = n(sys.argv[1], '3d_fullres', 4, 4, True); "
+                      "print('parameters', sum(p.numel() for p in net.parameters()))",
+                  SourcePath("configs/nnunet/nnUNetResEncUNetLPlans.json")},
+                 300);
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("parameters " + std::to_string(ours)), std::string::npos)
+      << py.output << " (ours: " << ours << ")";
+}
+
+CommandResult Train(std::vector<std::string> args, const std::vector<std::string>& set) {
+  args.insert(args.begin(), {BinPath("unet-pipeline"), "train", "--config",
+                             SourcePath("tests/data/nnunet/empty.yaml")});
+  for (const auto& s : set) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  return RunCommand(args, 600);
+}
+
+class NnunetTraining : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NnunetTraining, PipelineEqualsSingleProcessAndResumeIsExact) {
+  std::vector<std::string> set = NnunetSet(GetParam());
+  for (const char* s : {"train.steps=4", "train.loss=ce_dice", "train.micro_batches=2",
+                        "train.grad_clip=1", "checkpoint.every=2"})
+    set.push_back(s);
+  TempDir dir;
+  const CommandResult single = Train({"--single-process", "--out", dir / "single"}, set);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  std::vector<std::string> pipe_set = set;
+  pipe_set.push_back("pipeline.schedule=gpipe");
+  pipe_set.push_back("pipeline.lock=off");
+  pipe_set.push_back("pipeline.activations=recompute");
+  const CommandResult pipe = Train({"--out", dir / "pipe"}, pipe_set);
+  ASSERT_EQ(pipe.exit_code, 0) << pipe.output;
+  EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "pipe"));
+
+  // Two steps, then resumed to four: the same weights as four straight.
+  std::vector<std::string> half = set;
+  half.push_back("train.steps=2");
+  ASSERT_EQ(Train({"--out", dir / "resumed"}, half).exit_code, 0);
+  const CommandResult resumed = RunCommand(
+      {BinPath("unet-pipeline"), "train", "--resume", dir / "resumed", "--set", "train.steps=4"},
+      600);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "resumed"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Configurations, NnunetTraining, ::testing::Values("2d", "3d_fullres"));
+
+void ExpectPlanError(const std::string& edit_from, const std::string& edit_to,
+                     const std::string& expected) {
+  TempDir dir;
+  std::string text = Slurp(TinyPlans());
+  const size_t at = text.find(edit_from);
+  ASSERT_NE(at, std::string::npos) << edit_from;
+  text.replace(at, edit_from.size(), edit_to);
+  std::ofstream(dir / "plans.json") << text;
+  std::vector<std::string> set = NnunetSet("2d");
+  set[1] = "model.plans=" + (dir / "plans.json");
+  const CommandResult r = Train({"--out", dir / "run"}, set);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_EQ(ErrorLines(r.output).size(), 1u) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "run"));
+}
+
+TEST(NnunetPlan, WhatWeDoNotBuildExitsTwoNamingIt) {
+  ExpectPlanError("unet.PlainConvUNet", "unet.PlainConvUNetXL",
+                  "network_class_name: 'dynamic_network_architectures.architectures.unet."
+                  "PlainConvUNetXL' is not built");
+  ExpectPlanError("\"n_stages\": 4,", "\"n_stages\": 4, \"squeeze_excitation\": true,",
+                  "arch_kwargs.squeeze_excitation: not an argument of PlainConvUNet");
+  ExpectPlanError("\"dropout_op\": null", "\"dropout_op\": \"torch.nn.modules.dropout.Dropout2d\"",
+                  "arch_kwargs.dropout_op");
+  ExpectPlanError("instancenorm.InstanceNorm2d", "normalization.LayerNorm",
+                  "'LayerNorm' is not built");
+}
+
+TEST(NnunetPlan, ConfigErrorsNameTheKey) {
+  auto error = [](const std::vector<std::string>& set) {
+    try {
+      LoadConfigFromString("{}", "test", set);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::vector<std::string> set = NnunetSet("3d_lowres");
+  EXPECT_NE(error(set).find("model.configuration = '3d_lowres': not in"), std::string::npos)
+      << error(set);
+  set = NnunetSet("2d");
+  set.push_back("model.features=[4,8]");
+  EXPECT_NE(error(set).find("model.features"), std::string::npos) << error(set);
+  set = NnunetSet("2d");
+  set.push_back("data.size=[32,10]");
+  EXPECT_NE(error(set).find("axis 1 must be divisible by 4"), std::string::npos) << error(set);
+  EXPECT_NE(error({"train.deep_supervision=true"}).find("needs model.kind = nnunet"),
+            std::string::npos);
+  EXPECT_NE(error({"model.kind=nnunet"}).find("needs model.plans"), std::string::npos);
+  // The plan's defaults, and a dumped config that stands without the plan.
+  const Config c = LoadConfigFromString("{}", "test", NnunetSet("2d"));
+  EXPECT_EQ(c.data.size, (std::vector<int>{32, 16}));
+  EXPECT_EQ(c.train.batch_size, 4);
+  EXPECT_EQ(c.model.dims, 2);
+  const std::string dump = DumpConfig(c);
+  EXPECT_EQ(dump.find("tiny_plans"), std::string::npos) << dump;
+  EXPECT_EQ(DumpConfig(LoadConfigFromString(dump, "dump", {})), dump);
+}
+
+}  // namespace
+}  // namespace up::test
