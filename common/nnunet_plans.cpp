@@ -71,56 +71,52 @@ bool Boolean(const YAML::Node& node, const std::string& where) {
   Fail(where, Render(node) + " is not true or false");
 }
 
-// An int, or a list of `count` ints; each in [1, max].
-std::vector<int> PerStage(const YAML::Node& node, size_t count, const std::string& where,
-                          long long max) {
-  std::vector<int> out;
-  auto bounded = [&](const YAML::Node& n, const std::string& w) { return Bounded(n, w, max); };
+// One `item` for each entry of a list, or `count` copies of one for a
+// scalar; a list of another length fails with `wrong_length(its length)`.
+template <typename T, typename Item, typename WrongLength>
+std::vector<T> OneOrList(const YAML::Node& node, size_t count, const std::string& where, Item item,
+                         WrongLength wrong_length) {
+  std::vector<T> out;
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i)
-      out.push_back(bounded(node[i], where + "[" + std::to_string(i) + "]"));
+      out.push_back(item(node[i], where + "[" + std::to_string(i) + "]"));
   } else {
-    out.assign(count, bounded(node, where));
+    out.assign(count, item(node, where));
   }
-  if (out.size() != count)
-    Fail(where, "has " + std::to_string(out.size()) + " entries; expected " +
-                    std::to_string(count) + " (one per stage)");
-  for (int v : out)
-    if (v < 1) Fail(where, Render(node) + ": every entry must be >= 1");
+  if (out.size() != count) Fail(where, wrong_length(out.size()));
   return out;
 }
 
+std::string WrongStageCount(size_t has, size_t count) {
+  return "has " + std::to_string(has) + " entries; expected " + std::to_string(count) +
+         " (one per stage)";
+}
+
+// An int, or a list of `count` ints; each in [1, max].
+std::vector<int> PerStage(const YAML::Node& node, size_t count, const std::string& where,
+                          long long max) {
+  return OneOrList<int>(
+      node, count, where,
+      [max](const YAML::Node& n, const std::string& w) { return Bounded(n, w, max); },
+      [count](size_t has) { return WrongStageCount(has, count); });
+}
+
 // kernel_sizes / strides: an int, a list of ints (one per stage), or a list
-// of per-axis lists.
+// of per-axis lists; each in [1, max].
 std::vector<std::vector<int>> PerStageAxis(const YAML::Node& node, size_t count, int dims,
                                            const std::string& where, long long max) {
-  std::vector<std::vector<int>> out;
-  auto bounded = [&](const YAML::Node& n, const std::string& w) { return Bounded(n, w, max); };
-  auto axes = [&](const YAML::Node& n, const std::string& w) {
-    std::vector<int> v;
-    if (n.IsSequence()) {
-      for (size_t i = 0; i < n.size(); ++i)
-        v.push_back(bounded(n[i], w + "[" + std::to_string(i) + "]"));
-    } else {
-      v.assign(static_cast<size_t>(dims), bounded(n, w));
-    }
-    if (v.size() != static_cast<size_t>(dims))
-      Fail(w, Render(n) + " has " + std::to_string(v.size()) + " axes; the conv_op is " +
-                  std::to_string(dims) + "-D");
-    for (int x : v)
-      if (x < 1) Fail(w, Render(n) + ": every entry must be >= 1");
-    return v;
+  const size_t axes = static_cast<size_t>(dims);
+  auto per_axis = [&](const YAML::Node& n, const std::string& w) {
+    return OneOrList<int>(
+        n, axes, w,
+        [max](const YAML::Node& x, const std::string& xw) { return Bounded(x, xw, max); },
+        [&](size_t has) {
+          return Render(n) + " has " + std::to_string(has) + " axes; the conv_op is " +
+                 std::to_string(dims) + "-D";
+        });
   };
-  if (node.IsSequence()) {
-    for (size_t s = 0; s < node.size(); ++s)
-      out.push_back(axes(node[s], where + "[" + std::to_string(s) + "]"));
-  } else {
-    out.assign(count, axes(node, where));
-  }
-  if (out.size() != count)
-    Fail(where, "has " + std::to_string(out.size()) + " entries; expected " +
-                    std::to_string(count) + " (one per stage)");
-  return out;
+  return OneOrList<std::vector<int>>(node, count, where, per_axis,
+                                     [count](size_t has) { return WrongStageCount(has, count); });
 }
 
 // "torch.nn.modules.conv.Conv3d", "torch.nn.Conv3d" or "Conv3d" -> "Conv3d";

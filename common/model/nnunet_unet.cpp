@@ -122,21 +122,22 @@ class BasicBlockImpl : public nn::Module {
  public:
   BasicBlockImpl(const NnunetArchitecture& a, int64_t in, int64_t out, const Ints& kernel,
                  const Ints& stride)
-      : arch_(a), stride_(stride) {
+      : arch_(a) {
     const Ints one(kernel.size(), 1);
     conv1_ = register_module("conv1", ConvNormAct(a, in, out, kernel, stride, a.conv_bias, true));
     conv2_ = register_module("conv2", ConvNormAct(a, out, out, kernel, one, a.conv_bias, false));
-    strided_ = stride != one;
-    if (strided_ || in != out) {
+    const bool strided = stride != one;
+    if (strided || in != out) {
       skip_ = register_module("skip", nn::ModuleList());
-      if (strided_) {
+      if (strided) {
         if (a.dims == 2) {
-          skip_->push_back(nn::AvgPool2d(nn::AvgPool2dOptions(torch::ExpandingArray<2>(stride))
-                                             .stride(torch::ExpandingArray<2>(stride))));
+          pool_ = nn::AnyModule(nn::AvgPool2d(nn::AvgPool2dOptions(torch::ExpandingArray<2>(stride))
+                                                  .stride(torch::ExpandingArray<2>(stride))));
         } else {
-          skip_->push_back(nn::AvgPool3d(nn::AvgPool3dOptions(torch::ExpandingArray<3>(stride))
-                                             .stride(torch::ExpandingArray<3>(stride))));
+          pool_ = nn::AnyModule(nn::AvgPool3d(nn::AvgPool3dOptions(torch::ExpandingArray<3>(stride))
+                                                  .stride(torch::ExpandingArray<3>(stride))));
         }
+        skip_->push_back(pool_.ptr());
       }
       if (in != out) {
         projection_ = ConvNormAct(a, in, out, one, one, /*bias=*/false, /*act=*/false);
@@ -146,9 +147,7 @@ class BasicBlockImpl : public nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor residual = x;
-    if (strided_)
-      residual = arch_.dims == 2 ? torch::avg_pool2d(residual, stride_, stride_)
-                                 : torch::avg_pool3d(residual, stride_, stride_);
+    if (!pool_.is_empty()) residual = pool_.forward(residual);
     if (projection_) residual = projection_->forward(residual);
     torch::Tensor out = conv2_->forward(conv1_->forward(x));
     out += residual;
@@ -162,9 +161,8 @@ class BasicBlockImpl : public nn::Module {
 
  private:
   NnunetArchitecture arch_;
-  Ints stride_;
-  bool strided_ = false;
   ConvNormAct conv1_{nullptr}, conv2_{nullptr}, projection_{nullptr};
+  nn::AnyModule pool_;  // the skip's average pooling when strided
   nn::ModuleList skip_{nullptr};
 };
 TORCH_MODULE(BasicBlock);
