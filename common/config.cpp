@@ -32,6 +32,7 @@
 
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "common/model_geometry.h"
 
 namespace up {
 namespace {
@@ -51,6 +52,7 @@ const std::vector<std::string>& LeafKeys() {
       "model.plans",
       "model.configuration",
       "model.architecture",
+      "model.path",
       "data.kind",
       "data.path",
       "data.size",
@@ -727,22 +729,61 @@ const IntRange kAtLeast1{1, INT_MAX};
 const std::vector<std::string> kClassicOnly{"model.features", "model.norm", "model.groups"};
 const std::vector<std::string> kNnunetOnly{"model.plans", "model.configuration",
                                            "model.architecture"};
+const std::vector<std::string> kTorchscriptOnly{"model.path"};
+
+// torchscript: the bundle fixes dims, channels and classes; a config may
+// repeat them but not contradict them.
+void PinToBundle(const Reader& r, const std::string& key, int* field, int bundle_value,
+                 const std::string& what) {
+  if (r.Has(key)) {
+    r.Int(key, field, {INT_MIN, INT_MAX});
+    if (*field != bundle_value)
+      r.FailAt(key, "",
+               what + " (model.path's manifest.json); leave it out or set it to " +
+                   std::to_string(bundle_value));
+  }
+  *field = bundle_value;
+}
+
+void ReadTorchscriptModel(const Reader& r, Config* c) {
+  ModelConfig* m = &c->model;
+  r.String("model.path", &m->path);
+  m->bundle = ReadTorchscriptBundle(m->path);
+  m->path = m->bundle.dir;
+  const TorchscriptBundle& b = m->bundle;
+  PinToBundle(r, "model.dims", &m->dims, b.dims, "the bundle is " + std::to_string(b.dims) + "-D");
+  PinToBundle(r, "model.in_channels", &m->in_channels, b.in_channels,
+              "the bundle's first level takes " + std::to_string(b.in_channels) + " channels");
+  PinToBundle(r, "model.num_classes", &m->num_classes, b.num_classes,
+              "the bundle's heads give " + std::to_string(b.num_classes) + " classes");
+  // The example's patch is the default; any multiple of the downsampling works.
+  c->data.size.assign(m->bundle.example.begin() + 2, m->bundle.example.end());
+}
 
 // Reads model.*; for nnunet also the plan, whose patch and batch sizes become
-// the defaults of data.size, train.batch_size and train.batch_dice.
+// the defaults of data.size, train.batch_size and train.batch_dice; for
+// torchscript the bundle's manifest.
 void ReadModel(const Reader& r, Config* c) {
   ModelConfig* m = &c->model;
-  r.Enum("model.kind", &m->kind, {"classic", "nnunet"});
+  r.Enum("model.kind", &m->kind, {"classic", "nnunet", "torchscript"});
+  for (const auto& [kind, keys] :
+       {std::pair{"classic", &kClassicOnly}, std::pair{"nnunet", &kNnunetOnly},
+        std::pair{"torchscript", &kTorchscriptOnly}}) {
+    if (m->kind == kind) continue;
+    for (const auto& key : *keys) {
+      if (r.Has(key))
+        r.FailAt(key, "",
+                 std::string("applies only to model.kind = ") + kind + " (model.kind is " +
+                     m->kind + ")");
+    }
+  }
+  if (m->kind == "torchscript") {
+    ReadTorchscriptModel(r, c);
+    return;
+  }
   r.Int("model.in_channels", &m->in_channels, kAtLeast1);
   r.Int("model.num_classes", &m->num_classes, {2, INT_MAX});
-  const bool nnunet = m->kind == "nnunet";
-  for (const auto& key : nnunet ? kClassicOnly : kNnunetOnly) {
-    if (r.Has(key))
-      r.FailAt(key, "",
-               std::string("applies only to model.kind = ") + (nnunet ? "classic" : "nnunet") +
-                   " (model.kind is " + m->kind + ")");
-  }
-  if (!nnunet) {
+  if (m->kind == "classic") {
     r.Int("model.dims", &m->dims, {2, 3});
     r.IntSeq("model.features", &m->features, 1, 8, 1);
     r.Enum("model.norm", &m->norm, {"batch", "group", "instance"});
@@ -869,29 +910,42 @@ void CheckConsistency(const Reader& r, const Config& c) {
                "must be 4 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become classes 0..3)");
     }
   }
-  if (m.kind == "nnunet") {
-    const std::vector<int> total = StageScale(m.nnunet, m.nnunet.stages() - 1);
+  if (m.kind != "classic") {
+    const std::vector<int> total = PatchMultiple(m);
     for (size_t d = 0; d < c.data.size.size(); ++d) {
       if (c.data.size[d] % total[d] != 0) {
         r.FailAt("data.size", IntList(c.data.size),
                  "axis " + std::to_string(d) + " must be divisible by " + std::to_string(total[d]) +
-                     ", the product of the architecture's strides " + "on it; " +
+                     (m.kind == "nnunet" ? ", the product of the architecture's strides on it; "
+                                         : ", the bundle's downsampling on it; ") +
                      NearestMultiples(c.data.size[d], total[d]));
       }
     }
   }
-  if (c.train.deep_supervision && m.kind != "nnunet") {
+  if (c.train.deep_supervision && m.kind == "classic") {
     r.FailAt("train.deep_supervision", "true",
-             "needs model.kind = nnunet (the classic U-Net has one head); set it to false");
+             "needs model.kind = nnunet or torchscript (the classic U-Net has one head); set it "
+             "to false");
   }
-  const int levels = m.kind == "nnunet" ? 0 : static_cast<int>(m.features.size());
-  const int factor = 1 << levels;
-  for (int s : c.data.size) {
-    if (s % factor != 0) {
-      r.FailAt("data.size", IntList(c.data.size),
-               "each spatial size must be divisible by 2^levels = " + std::to_string(factor) +
-                   " (model.features has " + std::to_string(levels) + " levels); " +
-                   NearestMultiples(s, factor));
+  if (c.train.deep_supervision && m.kind == "torchscript" &&
+      static_cast<int>(m.bundle.heads.size()) != m.bundle.levels()) {
+    std::string have;
+    for (const BundleLevel& h : m.bundle.heads)
+      have += (have.empty() ? "" : ", ") + std::to_string(h.level);
+    r.FailAt("train.deep_supervision", "true",
+             "needs a head at every decoder level 0.." + std::to_string(m.bundle.levels() - 1) +
+                 "; the bundle has heads at " + have +
+                 "; export the model with its deep-supervision heads, or set it to false");
+  }
+  if (m.kind == "classic") {
+    const int factor = 1 << static_cast<int>(m.features.size());
+    for (int s : c.data.size) {
+      if (s % factor != 0) {
+        r.FailAt("data.size", IntList(c.data.size),
+                 "each spatial size must be divisible by 2^levels = " + std::to_string(factor) +
+                     " (model.features has " + std::to_string(m.features.size()) + " levels); " +
+                     NearestMultiples(s, factor));
+      }
     }
   }
 
@@ -919,21 +973,24 @@ void CheckConsistency(const Reader& r, const Config& c) {
   }
 }
 
-// A relative model.plans in a config file names a file beside that config.
-void AnchorPlansPath(const std::string& base_dir, Given* given) {
-  auto it = given->find("model.plans");
-  if (base_dir.empty() || it == given->end() || !it->second.IsScalar()) return;
-  const std::string path = it->second.Scalar();
-  if (path.empty() || path[0] == '/') return;
-  given->erase(it);
-  SetGiven(given, "model.plans", YAML::Node(base_dir + "/" + path));
+// A relative model.plans or model.path in a config file names a file beside
+// that config.
+void AnchorModelPaths(const std::string& base_dir, Given* given) {
+  for (const char* key : {"model.plans", "model.path"}) {
+    auto it = given->find(key);
+    if (base_dir.empty() || it == given->end() || !it->second.IsScalar()) continue;
+    const std::string path = it->second.Scalar();
+    if (path.empty() || path[0] == '/') continue;
+    given->erase(it);
+    SetGiven(given, key, YAML::Node(base_dir + "/" + path));
+  }
 }
 
 Config Resolve(const YAML::Node* root, const std::string& origin, const std::string& base_dir,
                const std::vector<std::string>& overrides) {
   Given given;
   if (root) Flatten(*root, "", origin, &given);
-  AnchorPlansPath(base_dir, &given);
+  AnchorModelPaths(base_dir, &given);
   for (const auto& o : overrides) ApplyOverride(o, &given);
 
   Reader reader(std::move(given));
@@ -1021,10 +1078,12 @@ std::string DumpConfig(const Config& c) {
     line(2, "features", IntList(c.model.features));
     line(2, "norm", Quote(c.model.norm));
     line(2, "groups", num(c.model.groups));
-  } else {
+  } else if (c.model.kind == "nnunet") {
     // The plan, resolved: the dump stands without the plans file (and loads
     // back to the same dump, which the stage handshake compares).
     line(2, "architecture", NnunetArchitectureText(c.model.nnunet));
+  } else {
+    line(2, "path", Quote(c.model.path));
   }
 
   line(0, "data", "");

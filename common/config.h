@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "common/nnunet_plans.h"
+#include "common/torchscript_bundle.h"
 
 namespace up {
 
 struct ModelConfig {
-  std::string kind = "classic";              // classic | nnunet
+  std::string kind = "classic";              // classic | nnunet | torchscript
   int dims = 2;                              // 2 or 3 (nnunet: from the architecture)
   int in_channels = 4;                       // >= 1
   int num_classes = 3;                       // >= 2
@@ -32,6 +33,11 @@ struct ModelConfig {
   std::string plans;
   std::string configuration = "3d_fullres";
   NnunetArchitecture nnunet;
+  // torchscript: model.path (a bundle folder from scripts/export_unet.py,
+  // made absolute) and what its manifest says; dims, in_channels and
+  // num_classes are the bundle's.
+  std::string path;
+  TorchscriptBundle bundle;
 };
 
 struct DataConfig {

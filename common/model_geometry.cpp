@@ -12,6 +12,14 @@ LevelGeometry Geometry(const ModelConfig& model) {
     for (int s = 0; s < a.stages(); ++s) g.scale.push_back(StageScale(a, s));
     return g;
   }
+  if (model.kind == "torchscript") {
+    const TorchscriptBundle& b = model.bundle;
+    for (int i = 0; i < b.levels(); ++i)
+      g.skip_channels.push_back(b.encoder[static_cast<size_t>(i)].output[1]);
+    g.bottleneck_channels = b.encoder.back().output[1];
+    g.scale = b.Scale();
+    return g;
+  }
   const int levels = static_cast<int>(model.features.size());
   for (int f : model.features) g.skip_channels.push_back(f);
   g.bottleneck_channels = 2 * model.features.back();

@@ -17,6 +17,7 @@
 #include "common/data/dataset.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/model/bundle_unet.h"
 #include "common/model/checkpoint.h"
 #include "common/model/device_memory.h"
 #include "common/plot_svg.h"
@@ -25,6 +26,7 @@
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 #include "launcher/stop_signal.h"
+#include "launcher/tools/batches_command.h"
 #include "launcher/tools/check.h"
 #include "launcher/tools/export_command.h"
 #include "launcher/tools/inspect.h"
@@ -47,6 +49,7 @@ constexpr const char* kUsage =
     "  bench     measure transports, step time and memory against their peers\n"
     "  predict   predict masks with a trained model: mask PNGs and colour overlays\n"
     "  export    write a trained model's weights as one PyTorch state dict (.pt)\n"
+    "  batches   write the micro-batches training sees (.pt), for Python references\n"
     "  --version versions and what this build supports\n"
     "run `unet-pipeline <command> --help` for a command's options";
 
@@ -72,7 +75,10 @@ std::string DefaultOut(const std::string& config_path) {
 // folder is made or any process starts: a bad file is one line and exit 2.
 // 2-D folder images are small, so each pair is read whole (a file truncated
 // after its header is caught too); NIfTI volumes are checked by their headers.
+// What a run reads besides its config, checked before any process starts:
+// the bundle's level files (torchscript) and the dataset.
 void CheckData(const Config& config) {
+  if (config.model.kind == "torchscript") CheckBundleLevels(config.model);
   if (config.data.kind == "synthetic") return;
   const std::unique_ptr<Dataset> data = MakeDataset(config);
   if (config.data.kind == "folder") {
@@ -244,9 +250,11 @@ int LauncherMain(int argc, char** argv) {
     if (command == "bench") return BenchMain(argc - 1, argv + 1);
     if (command == "predict") return PredictCommand(argc - 1, argv + 1);
     if (command == "export") return ExportCommand(argc - 1, argv + 1);
+    if (command == "batches") return BatchesCommand(argc - 1, argv + 1);
     if (command == "make-sample-data") return MakeSampleDataCommand(argc - 1, argv + 1);
     throw UsageError("unknown command '" + command +
-                     "'; commands: train, plan, check, inspect, bench, predict, export, --version");
+                     "'; commands: train, plan, check, inspect, bench, predict, export, batches, "
+                     "--version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();

@@ -672,6 +672,20 @@ run_check() {
                  --set model.num_classes=3)
   fi
   step_train train_pipeline_nnunet_bf16 bf16 pipeline
+  # Your own U-Net through TorchScript: scripts/unet_reference.py's U-Net as a
+  # bundle that scripts/export_unet.py writes with this machine's torch,
+  # trained by the pipeline (the loader, the scripted levels on the device).
+  local bundle="$WORK/runs/torchscript-bundle"
+  rm -rf "$bundle"
+  timeout 120 python3 scripts/export_unet.py unet_reference:UNet \
+    --kwargs '{"dims": 2, "in_channels": 4, "num_classes": 3, "features": [16, 32, 64, 128]}' \
+    --example 1x4x128x128 --out "$bundle" >"$LOGS/export_unet.log" 2>&1 || true
+  TRAIN_CONFIG=tests/data/nnunet/empty.yaml
+  TRAIN_SETS=(--set model.kind=torchscript --set "model.path=$bundle" --set data.size=128
+              --set train.steps=2)
+  [ "$device" = cuda ] && TRAIN_SETS+=(--set pipeline.stages.encoder.device=cuda
+                                       --set pipeline.stages.decoder.device=cuda)
+  step_train train_pipeline_torchscript_bf16 bf16 pipeline
   # Last, with what time is left: every other target (the remaining tests), so
   # a slow full build cannot crowd out the steps above.
   [ "$build_all" = 1 ] && step_build build_all 300

@@ -22,7 +22,8 @@ END = "<!-- gpu-check:end -->"
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "BENCHMARKS.md")
 GIB = 2**30
 TRAIN_STEPS = ("train_single_fp32", "train_pipeline_fp32", "train_single_bf16", "train_pipeline_bf16",
-               "train_single_fp16", "train_pipeline_fp16", "train_pipeline_nnunet_bf16")
+               "train_single_fp16", "train_pipeline_fp16", "train_pipeline_nnunet_bf16",
+               "train_pipeline_torchscript_bf16")
 
 
 def fail(msg):

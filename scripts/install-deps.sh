@@ -48,7 +48,8 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
   # The reference implementations the parity tests compare against (tests
   # only), without their optional dependencies: timm would bring a torchvision
   # that replaces the pinned torch.
-  PY_TEST_PACKAGES=("dynamic-network-architectures==0.4.4" "einops==0.8.2" "numpy==2.4.6")
+  PY_TEST_PACKAGES=("dynamic-network-architectures==0.4.4" "einops==0.8.2" "numpy==2.4.6"
+                    "monai==1.6.1")
   if ! .venv/bin/python - "${PY_TEST_PACKAGES[@]}" 2>/dev/null <<'PY'
 import sys
 from importlib.metadata import version

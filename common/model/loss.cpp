@@ -1,6 +1,8 @@
 // Loss and Dice; see loss.h.
 #include "common/model/loss.h"
 
+#include "common/model_geometry.h"
+
 #include "common/errors.h"
 
 namespace up {
@@ -47,7 +49,7 @@ LossSpec MakeLossSpec(const Config& config) {
   spec.batch_dice = config.train.batch_dice;
   spec.nnunet = config.model.kind == "nnunet";
   if (config.train.deep_supervision) {
-    const int outputs = config.model.nnunet.stages() - 1;
+    const int outputs = Geometry(config.model).levels();  // one per decoder level
     spec.weights.clear();
     double sum = 0;
     for (int i = 0; i < outputs; ++i) {

@@ -2,6 +2,7 @@
 // Make* factories below, so the architecture is written once.
 #include "common/model/unet.h"
 
+#include "common/model/bundle_unet.h"
 #include "common/model/level_checkpoint.h"
 #include "common/model/nnunet_unet.h"
 
@@ -149,7 +150,9 @@ void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
 
 UNetEncoderImpl::UNetEncoderImpl(const ModelConfig& c, uint64_t seed) {
   torch::manual_seed(seed);
-  if (c.kind == "nnunet") {
+  if (c.kind == "torchscript") {
+    BuildBundleEncoder(this, c);
+  } else if (c.kind == "nnunet") {
     BuildNnunetEncoder(this, c);
   } else {
     BuildClassicEncoder(this, c);
@@ -174,7 +177,9 @@ UNetDecoderImpl::UNetDecoderImpl(const ModelConfig& c, uint64_t seed, bool deep_
   const size_t levels = static_cast<size_t>(Geometry(c).levels());
   levels_.resize(levels);
   heads_.resize(levels);
-  if (c.kind == "nnunet") {
+  if (c.kind == "torchscript") {
+    BuildBundleDecoder(this, c);
+  } else if (c.kind == "nnunet") {
     BuildNnunetDecoder(this, c);
   } else {
     BuildClassicDecoder(this, c);

@@ -11,7 +11,8 @@
 // The encoder stage holds the encoder levels and the bottleneck, the decoder
 // stage the decoder levels and the heads. Each kind's builder registers its
 // modules under the names its reference uses (classic: unet.cpp;
-// nnunet: nnunet_unet.cpp) and describes each level as a Level.
+// nnunet: nnunet_unet.cpp; torchscript: bundle_unet.cpp, the names of each
+// level's file) and describes each level as a Level.
 //
 //   UNet: the two halves composed, with parameter names `encoder.*` and
 //   `decoder.*`.

@@ -1,6 +1,7 @@
 // See export_command.h.
 #include "launcher/tools/export_command.h"
 
+#include <algorithm>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "common/command_line.h"
 #include "common/errors.h"
 #include "common/fs_util.h"
+#include "common/model/bundle_unet.h"
 #include "common/model/nnunet_unet.h"
 #include "common/model/tensor_file.h"
 #include "launcher/tools/trained_model.h"
@@ -33,6 +35,16 @@ NamedTensors MergedStateDict(const ModelConfig& model, const torch::nn::Module& 
     out.emplace_back("encoder." + name, t.detach().cpu().contiguous());
   for (const auto& [name, t] : NamedState(decoder))
     out.emplace_back("decoder." + name, t.detach().cpu().contiguous());
+  if (model.kind == "torchscript") {
+    // Only the user's own keys: their unsplit module loads it with strict=True.
+    std::map<std::string, torch::Tensor> by_name(out.begin(), out.end());
+    NamedTensors keyed;
+    for (const auto& [name, key] : BundleStateDictKeys(model))
+      keyed.emplace_back(key, by_name.at(name));
+    std::sort(keyed.begin(), keyed.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return keyed;
+  }
   if (model.kind == "nnunet") {
     std::map<std::string, torch::Tensor> by_name(out.begin(), out.end());
     std::vector<std::string> names;
@@ -81,6 +93,12 @@ int ExportCommand(int argc, char** argv) {
               << "  net = network_from_architecture(spec[\"architecture\"], "
                  "spec[\"in_channels\"], spec[\"num_classes\"])\n"
               << "  net.load_state_dict(torch.load(\"" << out << "\", weights_only=True))\n";
+    return 0;
+  }
+  if (m.kind == "torchscript") {
+    std::cout << "keys are your model's own (" << m.bundle.source << ", bundle " << m.path
+              << "):\n  model.load_state_dict(torch.load(\"" << out
+              << "\", weights_only=True), strict=True)\n";
     return 0;
   }
   std::cout << "load it in Python (docs/EXPORT.md):\n"

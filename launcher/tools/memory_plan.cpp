@@ -114,9 +114,58 @@ StageCounts NnunetDecoderCounts(const Config& c) {
   return s;
 }
 
+// torchscript: parameters and buffers exact (the manifest lists them); the
+// activations are the classic formula on the levels' own shapes: a level
+// whose output is F wide over V voxels keeps its input and ~4*F*V (a decoder
+// level ~6*F*V: the concatenation too), a head its logits and softmax. The
+// levels are the user's code: `plan` measures them, and that is the figure.
+void AddBundleState(const BundleLevel& l, StageCounts* s) {
+  for (const BundleTensor& t : l.state) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    (t.buffer ? s->buffer_elements : s->parameters) += n;
+  }
+}
+
+StageCounts BundleEncoderCounts(const Config& c) {
+  StageCounts s;
+  const TorchscriptBundle& b = c.model.bundle;
+  const LevelGeometry g = Geometry(c.model);
+  int64_t in = c.model.in_channels * VoxelsAt(c, std::vector<int>(c.data.size.size(), 1));
+  for (size_t i = 0; i < b.encoder.size(); ++i) {
+    AddBundleState(b.encoder[i], &s);
+    const int64_t out = b.encoder[i].output[1] * VoxelsAt(c, g.scale[i]);
+    s.activation_elements += in + 4 * out;
+    s.largest_tensor = std::max({s.largest_tensor, in, out});
+    in = out;
+  }
+  return s;
+}
+
+StageCounts BundleDecoderCounts(const Config& c) {
+  StageCounts s;
+  const TorchscriptBundle& b = c.model.bundle;
+  const LevelGeometry g = Geometry(c.model);
+  for (int i = b.levels() - 1; i >= 0; --i) {
+    const BundleLevel& l = b.decoder[static_cast<size_t>(i)];
+    AddBundleState(l, &s);
+    const int64_t out = l.output[1] * VoxelsAt(c, g.scale[static_cast<size_t>(i)]);
+    s.activation_elements += 6 * out;
+    s.largest_tensor = std::max(s.largest_tensor, 2 * out);
+  }
+  for (const BundleLevel& h : b.heads) {
+    AddBundleState(h, &s);
+    if (h.level == 0 || c.train.deep_supervision)
+      s.activation_elements +=
+          2 * c.model.num_classes * VoxelsAt(c, g.scale[static_cast<size_t>(h.level)]);
+  }
+  return s;
+}
+
 }  // namespace
 
 StageCounts EncoderCounts(const Config& c) {
+  if (c.model.kind == "torchscript") return BundleEncoderCounts(c);
   if (c.model.kind == "nnunet") return NnunetEncoderCounts(c);
   StageCounts s;
   int64_t in = c.model.in_channels;
@@ -132,6 +181,7 @@ StageCounts EncoderCounts(const Config& c) {
 }
 
 StageCounts DecoderCounts(const Config& c) {
+  if (c.model.kind == "torchscript") return BundleDecoderCounts(c);
   if (c.model.kind == "nnunet") return NnunetDecoderCounts(c);
   StageCounts s;
   const int levels = static_cast<int>(c.model.features.size());

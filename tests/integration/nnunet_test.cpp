@@ -19,6 +19,7 @@
 #include "common/model/unet.h"
 #include "launcher/tools/export_command.h"
 #include "tests/support/command.h"
+#include "tests/support/training_checks.h"
 
 namespace up::test {
 namespace {
@@ -149,25 +150,8 @@ TEST_P(NnunetTraining, PipelineEqualsSingleProcessAndResumeIsExact) {
                         "train.grad_clip=1", "checkpoint.every=2"})
     set.push_back(s);
   TempDir dir;
-  const CommandResult single = Train({"--single-process", "--out", dir / "single"}, set);
-  ASSERT_EQ(single.exit_code, 0) << single.output;
-  std::vector<std::string> pipe_set = set;
-  pipe_set.push_back("pipeline.schedule=gpipe");
-  pipe_set.push_back("pipeline.lock=off");
-  pipe_set.push_back("pipeline.activations=recompute");
-  const CommandResult pipe = Train({"--out", dir / "pipe"}, pipe_set);
-  ASSERT_EQ(pipe.exit_code, 0) << pipe.output;
-  EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "pipe"));
-
-  // Two steps, then resumed to four: the same weights as four straight.
-  std::vector<std::string> half = set;
-  half.push_back("train.steps=2");
-  ASSERT_EQ(Train({"--out", dir / "resumed"}, half).exit_code, 0);
-  const CommandResult resumed = RunCommand(
-      {BinPath("unet-pipeline"), "train", "--resume", dir / "resumed", "--set", "train.steps=4"},
-      600);
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "resumed"));
+  ExpectPipelineEqualsSingleProcessAndResumeIsExact(SourcePath("tests/data/nnunet/empty.yaml"), set,
+                                                    dir.path());
 }
 
 INSTANTIATE_TEST_SUITE_P(Configurations, NnunetTraining, ::testing::Values("2d", "3d_fullres"));
