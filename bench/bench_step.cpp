@@ -3,6 +3,8 @@
 #include "bench/bench_step.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -91,7 +93,7 @@ std::string RowJson(const StepRow& r) {
   if (r.mode == "pipeline") {
     j.Field("schedule", r.schedule).Field("lock", r.lock).Field("activations", r.activations);
   }
-  if (!r.built) return j.Field("note", "not built: pipeline.activations=recompute").str();
+  if (!r.built) return j.Field("note", r.note).str();
   std::string runs;
   for (double m : r.run_medians_s) {
     if (!runs.empty()) runs += ',';
@@ -101,6 +103,113 @@ std::string RowJson(const StepRow& r) {
   j.Field("samples", r.samples);
   if (!r.ratio_to.empty()) j.Field("ratio_to", r.ratio_to).Field("ratio", r.ratio);
   return j.str();
+}
+
+// The Python eager peer's command line for `config`, or why there is none
+// (the row's note).
+struct PeerCommand {
+  std::vector<std::string> args;
+  std::string note;
+};
+
+std::string IntsJson(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return "[" + out + "]";
+}
+
+PeerCommand PythonPeer(const StepOptions& o, const std::string& tmp) {
+  namespace fs = std::filesystem;
+  // The checkout holding the build: where bench/ and .venv are.
+  fs::path root;
+  for (fs::path at = fs::path(SelfExe()).parent_path(); !at.empty() && at != at.root_path();
+       at = at.parent_path()) {
+    if (fs::exists(at / "bench/eager_step.py")) {
+      root = at;
+      break;
+    }
+  }
+  if (root.empty()) return {{}, "no checkout (bench/eager_step.py) above this binary"};
+  const std::string python = (root / ".venv/bin/python").string();
+  if (!fs::exists(python)) return {{}, "no " + python + " (scripts/install-deps.sh makes it)"};
+  std::vector<std::string> sets = o.sets;
+  const Config c = LoadConfig(o.config, sets);
+  const TrainConfig& t = c.train;
+  const ModelConfig& m = c.model;
+  if (t.optimizer != "adam")
+    return {{}, "the peers train with Adam; train.optimizer is " + t.optimizer};
+  std::vector<std::string> shape{"--patch"};
+  for (int s : c.data.size) shape.push_back(std::to_string(s));
+  std::vector<std::string> common = shape;
+  for (const auto& [flag, value] :
+       {std::pair{"--batch", t.batch_size}, std::pair{"--micro-batches", t.micro_batches},
+        std::pair{"--threads", t.threads}, std::pair{"--steps", static_cast<int>(o.steps)},
+        std::pair{"--warmup", static_cast<int>(o.warmup)}}) {
+    common.push_back(flag);
+    common.push_back(std::to_string(value));
+  }
+  PeerCommand peer;
+  if (m.kind == "nnunet") {
+    if (!t.deep_supervision) return {{}, "the nnU-Net peer trains with deep supervision"};
+    const std::string arch = tmp + "/peer-architecture.json";
+    std::ofstream(arch) << "{\"architecture\": " << NnunetArchitectureText(m.nnunet) << "}\n";
+    peer.args = {python,           "-W",
+                 "ignore",         (root / "bench/nnunet_eager.py").string(),
+                 "--architecture", arch,
+                 "--in-channels",  std::to_string(m.in_channels),
+                 "--num-classes",  std::to_string(m.num_classes),
+                 "--loss",         t.loss};
+    if (!t.batch_dice) peer.args.push_back("--no-batch-dice");
+  } else {
+    if (t.loss != "ce") return {{}, "the peer trains with cross-entropy; train.loss is " + t.loss};
+    if (t.deep_supervision) return {{}, "the peer trains one head; train.deep_supervision is on"};
+    std::string factory, kwargs;
+    if (m.kind == "torchscript") {
+      if (m.bundle.factory.empty())
+        return {{}, "the bundle names no factory (export it with the export_unet.py command)"};
+      factory = m.bundle.factory;
+      kwargs = m.bundle.factory_kwargs;
+    } else {
+      factory = "unet_reference:UNet";
+      kwargs = "{\"dims\": " + std::to_string(m.dims) +
+               ", \"in_channels\": " + std::to_string(m.in_channels) +
+               ", \"num_classes\": " + std::to_string(m.num_classes) +
+               ", \"features\": " + IntsJson(m.features) + ", \"norm\": \"" + m.norm +
+               "\", \"groups\": " + std::to_string(m.groups) + "}";
+    }
+    peer.args = {python,  "-W",       "ignore", (root / "bench/eager_step.py").string(),
+                 factory, "--kwargs", kwargs};
+  }
+  peer.args.insert(peer.args.end(), common.begin(), common.end());
+  return peer;
+}
+
+// The peer's row: `rounds` runs, each's kept steps pooled as the trainers' are.
+StepRow RunPythonPeer(const StepOptions& o, const TempFolder& tmp) {
+  StepRow row;
+  row.group = kPair;
+  row.label = "python eager";
+  row.mode = "python";
+  const PeerCommand peer = PythonPeer(o, tmp.path());
+  if (peer.args.empty()) {
+    row.built = false;
+    row.note = peer.note;
+    std::cerr << "bench step: no python eager row: " << peer.note << "\n";
+    return row;
+  }
+  std::vector<double> pooled;
+  for (int r = 0; r < o.rounds; ++r) {
+    const std::vector<double> kept =
+        RunPeer(peer.args, tmp.path() + "/peer-" + std::to_string(r) + ".log");
+    if (kept.empty()) throw RuntimeError("bench step: the Python peer printed no step times");
+    pooled.insert(pooled.end(), kept.begin(), kept.end());
+    row.run_medians_s.push_back(Median(kept));
+    std::cerr << "bench step: round " << r + 1 << "/" << o.rounds << " python eager: median "
+              << Median(kept) << " s/step\n";
+  }
+  row.median_step_s = Median(pooled);
+  row.samples = static_cast<int64_t>(pooled.size());
+  return row;
 }
 
 }  // namespace
@@ -152,6 +261,7 @@ StepReport RunStepBench(const StepOptions& o) {
   TempFolder tmp;
   int runs = 0;
   RunAlternated(o, pair, tmp, &runs);
+  StepRow python = RunPythonPeer(o, tmp);
   RunAlternated(o, unlocked, tmp, &runs);
   RunAlternated(o, fp16, tmp, &runs);
 
@@ -167,6 +277,9 @@ StepReport RunStepBench(const StepOptions& o) {
 
   SetRatio(pair[0].row, pair[1].row);
   report.rows.push_back(pair[1].row);
+  // Plain PyTorch on the same LibTorch, against the single-process trainer.
+  if (python.built) SetRatio(python, pair[1].row);
+  report.rows.push_back(python);
   report.rows.push_back(pair[0].row);
   // What recomputing the encoder's activations costs, against single-process.
   SetRatio(pair[2].row, pair[1].row);
@@ -229,7 +342,8 @@ std::string StepTable(const StepReport& r) {
             : JsonWriter::FormatDouble(std::round(row.ratio * 1000) / 1000) + "x " + row.ratio_to;
     if (!row.built) {
       std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12s\n", row.label.c_str(),
-                    row.schedule.c_str(), row.lock.c_str(), row.activations.c_str(), "not built");
+                    row.schedule.c_str(), row.lock.c_str(), row.activations.c_str(),
+                    ("- " + row.note).c_str());
     } else {
       std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12.4f %-26s\n", row.label.c_str(),
                     row.schedule.empty() ? "-" : row.schedule.c_str(),

@@ -4,7 +4,11 @@
 // training runs (bench_trainer.h) alternated in one invocation: pipeline,
 // single, pipeline, single, ... then sequential, gpipe, 1f1b, sequential, ...
 // The first `warmup` steps of every run are dropped; a row's median pools the
-// remaining steps of all its runs. A last traced pipeline run shows where a
+// remaining steps of all its runs. Beside the single-process trainer, its
+// peer in plain PyTorch: the same model trained eagerly by .venv's Python on
+// the same shapes, threads, loss and optimizer (bench/eager_step.py for the
+// classic U-Net and torchscript bundles, bench/nnunet_eager.py for nnU-Net
+// plans), when .venv is beside the build. A last traced pipeline run shows where a
 // pipeline step's time goes.
 #pragma once
 
@@ -27,11 +31,12 @@ struct StepOptions {
 struct StepRow {
   std::string group;        // "pipeline_vs_single" or "unlocked_schedules"
   std::string label;        // "single", "pipeline", "pipeline recompute", "sequential", ...
-  std::string mode;         // "single" or "pipeline"
+  std::string mode;         // "single", "pipeline" or "python" (the eager peer)
   std::string schedule;     // pipeline rows
   std::string lock;         // "on" / "off", as resolved for the run
   std::string activations;  // "keep" / "recompute"
-  bool built = true;        // false: a row this build cannot run yet (no figures)
+  bool built = true;        // false: a row this run could not measure (no figures)
+  std::string note;         // why not, when !built
   double median_step_s = 0;
   std::vector<double> run_medians_s;  // one per run, to judge the spread
   int64_t samples = 0;                // steps pooled into the median

@@ -29,6 +29,11 @@ struct TrainerResult {
 // run's last output line if it fails.
 TrainerResult RunTrainer(const TrainerSpec& spec, const std::string& out);
 
+// Runs a peer program (e.g. a Python eager trainer) with its output to
+// `log`; the step times it printed as `{"step_s": x}` lines. RuntimeError
+// (with its last line) if it fails.
+std::vector<double> RunPeer(const std::vector<std::string>& args, const std::string& log);
+
 // Peak RSS of this binary doing nothing but start (`--version`): the loaded
 // LibTorch runtime that every process of a run pays. RuntimeError if it fails.
 int64_t IdleProcessPeakRss();

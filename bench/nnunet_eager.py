@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from nnunet_reference import network_from_plans  # noqa: E402
+from nnunet_reference import network_from_architecture, network_from_plans  # noqa: E402
 
 
 def soft_dice(logits, target, batch_dice):
@@ -37,8 +37,10 @@ def soft_dice(logits, target, batch_dice):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--plans", required=True)
-    p.add_argument("--configuration", required=True)
+    p.add_argument("--plans", help="an nnU-Net plans JSON (with --configuration)")
+    p.add_argument("--configuration")
+    p.add_argument("--architecture", help="instead of --plans: a JSON file holding "
+                                          "{\"architecture\": the configuration's architecture}")
     p.add_argument("--in-channels", type=int, required=True)
     p.add_argument("--num-classes", type=int, required=True)
     p.add_argument("--patch", type=int, nargs="*", help="default: the plan's patch_size")
@@ -54,11 +56,22 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    with open(args.plans) as f:
-        conf = json.load(f)["configurations"][args.configuration]
-    patch = args.patch or conf["patch_size"]
-    net = network_from_plans(args.plans, args.configuration, args.in_channels, args.num_classes,
-                             deep_supervision=True)
+    if args.architecture:
+        with open(args.architecture) as f:
+            architecture = json.load(f)["architecture"]
+        if not args.patch:
+            p.error("--architecture needs --patch")
+        patch = args.patch
+        net = network_from_architecture(architecture, args.in_channels, args.num_classes,
+                                        deep_supervision=True)
+    else:
+        if not args.plans or not args.configuration:
+            p.error("give --plans and --configuration, or --architecture")
+        with open(args.plans) as f:
+            conf = json.load(f)["configurations"][args.configuration]
+        patch = args.patch or conf["patch_size"]
+        net = network_from_plans(args.plans, args.configuration, args.in_channels,
+                                 args.num_classes, deep_supervision=True)
     net.train()
     outputs = len(net.decoder.stages)
     weights = [1 / 2**i for i in range(outputs)]
@@ -94,6 +107,8 @@ def main():
         opt.step()
         times.append(time.perf_counter() - t0)
     kept = times[args.warmup:] or times
+    for t in kept:
+        print(json.dumps({"step_s": t}))
     print(json.dumps({"peer": "python eager (dynamic_network_architectures)",
                       "torch": torch.__version__, "threads": args.threads,
                       "median_step_s": statistics.median(kept), "steps": len(kept)}))

@@ -166,7 +166,7 @@ def step_section(s, title):
     for r in rows:
         if not r["built"]:
             out.append(f"| {r['label']} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
-                       f"{r.get('activations', '-')} | not built | | |")
+                       f"{r.get('activations', '-')} | - | | {r.get('note', 'not built')} |")
             continue
         runs = ", ".join(f"{m:.4f}" for m in r["run_medians_s"])
         ratio = f"{r['ratio']:.3f}x {r['ratio_to']}" if "ratio_to" in r else "(peer)"

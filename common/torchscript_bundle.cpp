@@ -187,6 +187,8 @@ TorchscriptBundle ReadTorchscriptBundle(const std::string& dir_in) {
   TorchscriptBundle b;
   b.dir = dir;
   b.source = root["source"].IsScalar() ? root["source"].Scalar() : "";
+  b.factory = root["factory"].IsScalar() ? root["factory"].Scalar() : "";
+  b.factory_kwargs = root["factory_kwargs"].IsScalar() ? root["factory_kwargs"].Scalar() : "{}";
   b.dims = static_cast<int>(r.Int(r.Need(root, "dims", m), m + "dims"));
   if (b.dims != 2 && b.dims != 3) r.Fail(m + "dims must be 2 or 3, not " + std::to_string(b.dims));
   b.example = r.Shape(r.Need(root, "example", m), m + "example");

@@ -46,6 +46,10 @@ struct BundleLevel {
 struct TorchscriptBundle {
   std::string dir;     // absolute
   std::string source;  // what it was exported from, e.g. "monai.networks.nets.dynunet.DynUNet"
+  // How the unsplit model is built ("MODULE:CALLABLE" and its keyword
+  // arguments as JSON), when the exporter was told: for bench's Python peer.
+  std::string factory;
+  std::string factory_kwargs;
   int dims = 2;
   int in_channels = 1;
   int num_classes = 2;

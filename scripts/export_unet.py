@@ -168,11 +168,14 @@ def _compile(module, name, inputs):
 
 
 def export_unet(model=None, out_dir=None, example=None, *, down=None, bottleneck=None, up=None,
-                head=None, heads=None):
+                head=None, heads=None, factory=None, factory_kwargs=None):
     """Writes the bundle of `model` (or of the levels given) to out_dir; returns the manifest.
 
     example: an input tensor (N, C, *S) the levels run once (in eval mode, no
-    gradients) to record every boundary shape.
+    gradients) to record every boundary shape. factory ("MODULE:CALLABLE")
+    and factory_kwargs, when given, say how the unsplit model is built: the
+    manifest keeps them, so that `unet-pipeline bench step` can train the
+    model eagerly in Python beside the trainers.
     """
     if out_dir is None or example is None:
         raise TypeError("export_unet needs out_dir and example (an input tensor (N, C, *S))")
@@ -248,6 +251,9 @@ def export_unet(model=None, out_dir=None, example=None, *, down=None, bottleneck
     manifest = {"format": FORMAT, "version": VERSION, "source": source,
                 "dims": example.dim() - 2, "example": list(example.shape),
                 "encoder": [], "decoder": [], "heads": []}
+    if factory:
+        manifest["factory"] = factory
+        manifest["factory_kwargs"] = json.dumps(factory_kwargs or {})
     covered = set()
     for role, file, m, inputs, out, level in parts:
         compiled, method = _compile(m, f"{role} level {level}", inputs)
@@ -309,7 +315,8 @@ def main():
     model = factory(**kwargs)
     if args.state_dict:
         model.load_state_dict(torch.load(args.state_dict, weights_only=True), strict=True)
-    manifest = export_unet(model, args.out, torch.zeros(shape))
+    manifest = export_unet(model, args.out, torch.zeros(shape), factory=args.factory,
+                           factory_kwargs=kwargs)
     files = manifest["encoder"] + manifest["decoder"] + manifest["heads"]
     print(f"wrote {args.out}: {len(files)} levels of {manifest['source']} "
           f"({sum(f['bytes'] for f in files)} bytes), "

@@ -85,11 +85,13 @@ TEST(BenchStep, JsonHasEveryRow) {
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "results", "median_step_s", "ratio", "run_medians_s"});
   for (const char* label : {"single", "pipeline", "pipeline recompute", "sequential", "gpipe",
-                            "1f1b", "1f1b gloo", "single fp16", "pipeline fp16"}) {
+                            "1f1b", "1f1b gloo", "single fp16", "pipeline fp16", "python eager"}) {
     EXPECT_NE(json.find(std::string("\"label\":\"") + label + "\""), std::string::npos) << label;
   }
-  EXPECT_EQ(json.find("\"built\":false"), std::string::npos)
-      << "every row is measured, recompute too";
+  // Every row is measured, recompute too, and the Python eager peer (.venv's
+  // torch training scripts/unet_reference.py's U-Net) beside the trainers.
+  EXPECT_EQ(json.find("\"built\":false"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"mode\":\"python\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"ratio_to\":\"single\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"ratio_to\":\"single fp16\""), std::string::npos) << json;
   // The traced run's breakdown: the stages' work lies inside the turns the
