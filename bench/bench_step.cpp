@@ -132,8 +132,7 @@ PeerCommand PythonPeer(const StepOptions& o, const std::string& tmp) {
   if (root.empty()) return {{}, "no checkout (bench/eager_step.py) above this binary"};
   const std::string python = (root / ".venv/bin/python").string();
   if (!fs::exists(python)) return {{}, "no " + python + " (scripts/install-deps.sh makes it)"};
-  std::vector<std::string> sets = o.sets;
-  const Config c = LoadConfig(o.config, sets);
+  const Config c = LoadConfig(o.config, o.sets);
   const TrainConfig& t = c.train;
   const ModelConfig& m = c.model;
   if (t.optimizer != "adam")

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 #include "common/errors.h"
 #include "common/fs_util.h"
 #include "common/sha256.h"
+#include "common/shape_text.h"
 
 namespace up {
 namespace {
@@ -92,6 +94,33 @@ class ManifestReader {
     return l;
   }
 
+  // The SHA-256 of `path`, hashed once per process for a given size and
+  // modification time: the launcher, bench and plan load a config many times.
+  std::string FileSha256(const std::string& path, const std::string& file) const {
+    static std::mutex mu;
+    static std::map<std::string, std::string> known;  // "path|size|mtime" -> hex
+    std::error_code ec;
+    const auto mtime = fs::last_write_time(path, ec).time_since_epoch().count();
+    const std::string key =
+        path + "|" + std::to_string(fs::file_size(path, ec)) + "|" + std::to_string(mtime);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto it = known.find(key); !ec && it != known.end()) return it->second;
+    }
+    std::ifstream in(path, std::ios::binary);
+    Sha256 h;
+    std::vector<char> buf(1 << 20);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      h.Update(buf.data(), static_cast<size_t>(in.gcount()));
+    }
+    if (in.bad()) Fail(file + ": cannot read it");
+    const std::string hex = ToHex(h.Finish());
+    std::lock_guard<std::mutex> lock(mu);
+    if (!ec) known[key] = hex;
+    return hex;
+  }
+
   // The file is there, with the manifest's size and SHA-256.
   void CheckFile(const BundleLevel& l) const {
     const fs::path path = fs::path(dir_) / l.file;
@@ -102,15 +131,7 @@ class ManifestReader {
       Fail(l.file + ": " + std::to_string(size) + " bytes, the manifest says " +
            std::to_string(l.bytes) + "; the file is not the one exported" + kReexport);
     }
-    std::ifstream in(path, std::ios::binary);
-    Sha256 h;
-    std::vector<char> buf(1 << 20);
-    while (in) {
-      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-      h.Update(buf.data(), static_cast<size_t>(in.gcount()));
-    }
-    if (in.bad()) Fail(l.file + ": cannot read it");
-    if (ToHex(h.Finish()) != l.sha256)
+    if (FileSha256(path.string(), l.file) != l.sha256)
       Fail(l.file + ": its SHA-256 is not the manifest's; the file is not the one exported" +
            kReexport);
   }
@@ -118,12 +139,6 @@ class ManifestReader {
  private:
   std::string dir_;
 };
-
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
-  return out.empty() ? "()" : out;
-}
 
 std::vector<int64_t> Spatial(const std::vector<int64_t>& s) {
   return s.size() > 2 ? std::vector<int64_t>(s.begin() + 2, s.end()) : std::vector<int64_t>{};

@@ -7,15 +7,10 @@
 #include "common/errors.h"
 #include "common/model/level_format.h"
 #include "common/model/tensor_file.h"
+#include "common/shape_text.h"
 
 namespace up {
 namespace {
-
-std::string ShapeText(c10::IntArrayRef s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
-  return out.empty() ? "()" : out;
-}
 
 // A scripted level as a torch::nn::Module: its parameters and buffers are
 // registered under the script's own names (in child modules for each dotted
@@ -113,7 +108,7 @@ class Torchscript : public LevelFormat {
         throw UsageError(where + ": has no " + t.name + ", which the manifest lists");
       const torch::Tensor& v = it->second;
       if (v.sizes().vec() != t.shape || DTypeName(v.scalar_type()) != t.dtype)
-        throw UsageError(where + ": " + t.name + " is " + ShapeText(v.sizes()) + " " +
+        throw UsageError(where + ": " + t.name + " is " + ShapeText(v.sizes().vec()) + " " +
                          DTypeName(v.scalar_type()) + ", the manifest says " + ShapeText(t.shape) +
                          " " + t.dtype);
     }
