@@ -57,6 +57,8 @@ const std::vector<std::string>& LeafKeys() {
       "data.path",
       "data.size",
       "data.samples",
+      "data.foreground_fraction",
+      "data.augment",
       "train.batch_size",
       "train.micro_batches",
       "train.steps",
@@ -573,6 +575,28 @@ class Reader {
     *field = node.Scalar();
   }
 
+  // A list of distinct `choices`, kept in the order of `choices`.
+  void Subset(const std::string& path, std::vector<std::string>* field,
+              const std::vector<std::string>& choices) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    const std::string what = "expected a list of some of " + Join(choices, ", ") + " ([] for none)";
+    if (!node.IsSequence()) FailAt(path, "", what);
+    std::vector<std::string> named;
+    for (const auto& item : node) {
+      if (!item.IsScalar() || !Contains(choices, item.Scalar())) {
+        FailAt(path, "",
+               (item.IsScalar() ? "'" + item.Scalar() + "' is not one; " : std::string()) + what);
+      }
+      if (Contains(named, item.Scalar()))
+        FailAt(path, "", "'" + item.Scalar() + "' twice; " + what);
+      named.push_back(item.Scalar());
+    }
+    field->clear();
+    for (const std::string& c : choices)
+      if (Contains(named, c)) field->push_back(c);
+  }
+
   void Bool(const std::string& path, bool* field) const {
     if (!Has(path)) return;
     const YAML::Node& node = Node(path);
@@ -827,6 +851,17 @@ void ReadData(const Reader& r, int dims, DataConfig* d) {
   r.String("data.path", &d->path);
   r.SpatialSize("data.size", &d->size, dims);
   r.Int("data.samples", &d->samples, kAtLeast1);
+  r.Real("data.foreground_fraction", &d->foreground_fraction, {0.0, false, false});
+  if (d->foreground_fraction > 1) {
+    r.FailAt("data.foreground_fraction", FormatDouble(d->foreground_fraction),
+             "must be in [0, 1]: the share of patches centred on a foreground voxel (nnU-Net: "
+             "0.33)");
+  }
+  if (r.Has("data.augment")) {
+    r.Subset("data.augment", &d->augment, AugmentationNames());
+  } else if (d->kind == "nifti") {
+    d->augment = AugmentationNames();
+  }
 }
 
 void ReadTrain(const Reader& r, TrainConfig* t) {
@@ -1091,6 +1126,8 @@ std::string DumpConfig(const Config& c) {
   line(2, "path", Quote(c.data.path));
   line(2, "size", IntList(c.data.size));
   line(2, "samples", num(c.data.samples));
+  line(2, "foreground_fraction", FormatDouble(c.data.foreground_fraction));
+  line(2, "augment", "[" + Join(c.data.augment, ", ") + "]");
 
   const TrainConfig& t = c.train;
   line(0, "train", "");

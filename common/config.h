@@ -45,7 +45,21 @@ struct DataConfig {
   std::string path;                // folder, nifti: the dataset root (required for them)
   std::vector<int> size{64, 64};   // spatial size, `dims` entries (a scalar in YAML means all axes)
   int samples = 256;               // synthetic: number of distinct samples (>= 1)
+  // Whole cases (nifti): the share of patches centred on a voxel of a random
+  // foreground class present in the case (nnU-Net's oversampling), [0, 1].
+  double foreground_fraction = 0.33;
+  // Augmentations of each training patch (common/data/augment.h), in the
+  // order applied; resolved: every one of kAugmentations for nifti when the
+  // key is not given, none otherwise.
+  std::vector<std::string> augment;
 };
+
+// Every augmentation data.augment may name, in the order they are applied.
+inline const std::vector<std::string>& AugmentationNames() {
+  static const std::vector<std::string> names{"scale",      "rot90",    "mirror", "noise",
+                                              "brightness", "contrast", "gamma"};
+  return names;
+}
 
 struct TrainConfig {
   int batch_size = 8;                     // >= 1

@@ -63,6 +63,14 @@ Volume ReadNifti(const std::string& path) {
   Volume v;
   v.dims = {image->nx, image->ny, image->nz};
   v.spacing = {image->dx, image->dy, image->dz};
+  NiftiSpace& s = v.space;
+  s.qform_code = image->qform_code;
+  s.sform_code = image->sform_code;
+  s.quatern = {image->quatern_b, image->quatern_c, image->quatern_d};
+  s.qoffset = {image->qoffset_x, image->qoffset_y, image->qoffset_z};
+  s.qfac = image->qfac < 0 ? -1 : 1;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) s.srow[r][c] = image->sto_xyz.m[r][c];
   v.voxels.resize(static_cast<size_t>(image->nvox));
   double slope = image->scl_slope, inter = image->scl_inter;
   if (slope == 0 || !std::isfinite(slope)) {  // 0 means "no scaling"
@@ -125,6 +133,18 @@ void WriteNifti(const std::string& path, const Volume& volume, NiftiStorage stor
   image->dy = image->pixdim[2] = volume.spacing[1];
   image->dz = image->pixdim[3] = volume.spacing[2];
   image->xyz_units = NIFTI_UNITS_MM;
+  const NiftiSpace& s = volume.space;
+  image->qform_code = s.qform_code;
+  image->sform_code = s.sform_code;
+  image->quatern_b = s.quatern[0];
+  image->quatern_c = s.quatern[1];
+  image->quatern_d = s.quatern[2];
+  image->qoffset_x = s.qoffset[0];
+  image->qoffset_y = s.qoffset[1];
+  image->qoffset_z = s.qoffset[2];
+  image->qfac = s.qfac;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) image->sto_xyz.m[r][c] = s.srow[r][c];
   if (storage == NiftiStorage::kUInt8) Store<uint8_t>(volume.voxels, image->data);
   if (storage == NiftiStorage::kInt16) Store<int16_t>(volume.voxels, image->data);
   if (storage == NiftiStorage::kFloat32) {

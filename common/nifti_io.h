@@ -16,9 +16,29 @@
 
 namespace up {
 
+// Where the voxels lie in the world, as the file's header says: the qform
+// (a rotation as a quaternion, offsets and the handedness qfac) and the
+// sform (the first three rows of a voxel-to-world affine). A code of 0 means
+// the header does not set that transform. Copied from an input to a
+// prediction, so the prediction overlays the input in any viewer.
+struct NiftiSpace {
+  int qform_code = 0;
+  int sform_code = 0;
+  std::array<double, 3> quatern{0, 0, 0};  // b, c, d
+  std::array<double, 3> qoffset{0, 0, 0};  // x, y, z (mm)
+  double qfac = 1;                         // -1 or 1
+  std::array<std::array<double, 4>, 3> srow{{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}}};
+
+  bool operator==(const NiftiSpace& o) const {
+    return qform_code == o.qform_code && sform_code == o.sform_code && quatern == o.quatern &&
+           qoffset == o.qoffset && qfac == o.qfac && srow == o.srow;
+  }
+};
+
 struct Volume {
   std::array<int64_t, 3> dims{0, 0, 0};    // nx, ny, nz (voxels)
   std::array<double, 3> spacing{1, 1, 1};  // dx, dy, dz (mm)
+  NiftiSpace space;                        // the header's qform and sform
   std::vector<float> voxels;               // (nz, ny, nx) row-major: x fastest
 };
 

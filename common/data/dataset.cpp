@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/data/counter_random.h"
 #include "common/data/nifti_dataset.h"
+#include "common/data/patch_sampler.h"
 #include "common/errors.h"
 #include "common/png_io.h"
 
@@ -12,15 +14,6 @@ namespace up {
 namespace {
 
 namespace fs = std::filesystem;
-
-uint64_t SplitMix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-double Uniform(uint64_t& state) { return (SplitMix(state) >> 11) * (1.0 / 9007199254740992.0); }
 
 std::vector<int64_t> Shape(int64_t lead, const std::vector<int>& size) {
   std::vector<int64_t> s;
@@ -194,6 +187,8 @@ MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t ste
   for (int64_t j = 0; j < n; ++j) {
     const int64_t position = step * config.train.batch_size + micro_batch * n + j;
     Sample s = data.Get(SampleIndex(data.size(), config.train.seed, position));
+    if (data.WholeCases() || !config.data.augment.empty())
+      s = CutPatch(s, DrawPatch(config, position), config.data.size);
     images.push_back(s.image);
     masks.push_back(s.mask);
   }

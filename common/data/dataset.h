@@ -29,6 +29,10 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Sample Get(int64_t index) const = 0;  // 0 <= index < size()
+  // Whether Get returns whole cases of their own size, from which training
+  // cuts patches of data.size (patch_sampler.h); otherwise samples are
+  // data.size already.
+  virtual bool WholeCases() const { return false; }
 };
 
 // Shapes of several classes (disc/ball, square/cube, diamond) on noise; each
@@ -76,7 +80,8 @@ torch::Tensor ImageTensor(const PngImage& img);
 
 // The micro-batch `micro_batch` of optimizer step `step`: samples
 // step*B + micro_batch*n + j (j < n = B / micro_batches) of an endless stream
-// that visits the dataset in a fresh seeded permutation each epoch.
+// that visits the dataset in a fresh seeded permutation each epoch; from
+// whole cases, or with data.augment, each the patch its position draws.
 struct MicroBatch {
   torch::Tensor images;  // (n, C, *S) float32
   torch::Tensor masks;   // (n, *S) int64

@@ -69,6 +69,7 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
     Volume v = ReadNifti(*path);
     if (channels.empty()) {
       out.spacing = v.spacing;
+      out.space = v.space;
       first_path = *path;
     }
     torch::Tensor x = VolumeTensor(std::move(v));  // (D, H, W)
@@ -110,28 +111,7 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
   return out;
 }
 
-torch::Tensor CropOrPad3d(const torch::Tensor& t, const std::vector<int>& size) {
-  torch::Tensor out = t;
-  const int64_t rank = t.dim();
-  for (int axis = 0; axis < 3; ++axis) {
-    const int64_t dim = rank - 3 + axis;
-    const int64_t have = out.size(dim), want = size.at(axis);
-    if (have > want) {
-      out = out.narrow(dim, (have - want) / 2, want);
-    } else if (have < want) {
-      std::vector<int64_t> pad_shape = out.sizes().vec();
-      const int64_t before = (want - have) / 2;
-      pad_shape[dim] = before;
-      torch::Tensor lo = torch::zeros(pad_shape, out.options());
-      pad_shape[dim] = want - have - before;
-      torch::Tensor hi = torch::zeros(pad_shape, out.options());
-      out = torch::cat({lo, out, hi}, dim);
-    }
-  }
-  return out.contiguous();
-}
-
-NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) : size_(data.size) {
+NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) {
   if (model.dims != 3 || model.in_channels != 4 || model.num_classes != 4) {
     throw UsageError(
         "data.kind = nifti needs model.dims = 3, model.in_channels = 4 and "
@@ -161,8 +141,8 @@ NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) : s
 }
 
 Sample NiftiDataset::Get(int64_t index) const {
-  const BratsCase c = LoadBratsCase(cases_.at(index), /*with_labels=*/true);
-  return {CropOrPad3d(c.image, size_), CropOrPad3d(c.labels, size_)};  // (4, *S), (*S)
+  BratsCase c = LoadBratsCase(cases_.at(index), /*with_labels=*/true);
+  return {std::move(c.image), std::move(c.labels)};  // (4, D, H, W), (D, H, W)
 }
 
 }  // namespace up

@@ -5,8 +5,9 @@
 // (.nii accepted as well). The four modalities become the channels in that
 // order; each is z-scored over its non-zero (brain) voxels. Segmentation
 // labels 0, 1, 2, 4 (background, necrotic core, oedema, enhancing tumour)
-// become classes 0, 1, 2, 3; any other label is an error. Volumes of another
-// size than data.size are centre-cropped or zero-padded to it.
+// become classes 0, 1, 2, 3; any other label is an error. Get returns the
+// whole case; training cuts a random patch of data.size from it, with
+// foreground oversampling and augmentation (patch_sampler.h).
 //
 // Cases are listed and every file's presence checked up front; voxels are
 // read on Get. Like every Dataset, Get is const and safe to call from any
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/data/dataset.h"
+#include "common/nifti_io.h"
 
 namespace up {
 
@@ -32,6 +34,7 @@ struct BratsCase {
   torch::Tensor image;   // (4, D, H, W) float32, each channel z-scored over non-zero voxels
   torch::Tensor labels;  // (D, H, W) int64 classes 0..3; undefined when read without seg
   std::array<double, 3> spacing{1, 1, 1};  // dx, dy, dz of the flair file (mm)
+  NiftiSpace space;                        // the flair file's qform and sform
 };
 
 // The path of `<case>_<suffix>.nii.gz` (or .nii) in `case_dir`; nullopt if
@@ -46,18 +49,14 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels);
 int64_t BratsLabelToClass(int64_t label);  // -1 for any other label
 int64_t BratsClassToLabel(int64_t cls);
 
-// `t` (..., D, H, W) centre-cropped or zero-padded to `size` on the last
-// three axes.
-torch::Tensor CropOrPad3d(const torch::Tensor& t, const std::vector<int>& size);
-
 class NiftiDataset : public Dataset {
  public:
   NiftiDataset(const ModelConfig& model, const DataConfig& data);
   int64_t size() const override { return static_cast<int64_t>(cases_.size()); }
-  Sample Get(int64_t index) const override;
+  Sample Get(int64_t index) const override;  // the whole case
+  bool WholeCases() const override { return true; }
 
  private:
-  std::vector<int> size_;
   std::vector<std::string> cases_;  // case folders, sorted
 };
 

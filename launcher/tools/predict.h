@@ -1,4 +1,6 @@
-// `unet-pipeline predict --checkpoint DIR --input PATH --out DIR [--device D]`:
+// `unet-pipeline predict --checkpoint DIR --input PATH --out DIR [--device D]
+//  [--overlap F] [--mirror] [--sw-batch-size N] [--blend gaussian|constant]
+//  [--save-logits]`:
 // runs a trained split U-Net (encoder half, then decoder half, in this
 // process) on one input or a folder of them and writes, per input:
 //
@@ -8,9 +10,13 @@
 //                 CASE_seg.nii.gz   the whole volume, BraTS labels 0, 1, 2, 4
 //                 CASE_mask.png, CASE_overlay.png   the middle axial slice (flair)
 //
-// Inputs are preprocessed as in training (PNG / 255; each modality z-scored)
-// and zero-padded to a multiple of 2^levels, the prediction cropped back, so
-// any size works.
+//   with --save-logits: NAME_logits.pt  {"logits": (K, *S), "input": (C, *S)}
+//
+// Inputs are preprocessed as in training (PNG / 255; each modality z-scored);
+// a window of the training patch (data.size) slides over the whole input with
+// Gaussian blending (common/model/sliding_window.h), so any size works: an
+// input smaller than the patch is zero-padded to it and cropped back. The
+// segmentation keeps the input's voxel grid and its NIfTI qform and sform.
 #pragma once
 
 #include <string>

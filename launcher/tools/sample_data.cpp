@@ -86,6 +86,11 @@ void WriteCase(const fs::path& root, int index, int n, Rng& rng) {
   Volume seg;
   seg.dims = {n, n, n};
   seg.voxels.assign(static_cast<size_t>(n) * n * n, 0);
+  // Oriented as BraTS volumes are: x and y flipped (180 degrees about z).
+  seg.space.qform_code = seg.space.sform_code = 1;
+  seg.space.quatern = {0, 0, 1};
+  seg.space.qoffset = {0, static_cast<double>(n - 1), 0};
+  seg.space.srow = {{{-1, 0, 0, 0}, {0, -1, 0, static_cast<double>(n - 1)}, {0, 0, 1, 0}}};
   std::vector<Volume> modality(4, seg);
   // Mean intensity per label (0, 1, 2, 4) and modality (flair, t1, t1ce, t2).
   const double level[4][4] = {

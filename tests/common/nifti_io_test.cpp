@@ -56,6 +56,28 @@ TEST_F(NiftiIo, RoundTripKeepsShapeSpacingAndOrder) {
   EXPECT_FALSE(fs::exists(Path("a.nii.gz.tmp.nii.gz")));
 }
 
+TEST_F(NiftiIo, RoundTripKeepsTheSpatialHeader) {
+  Volume v = Ramp(4, 3, 2);
+  // BraTS' orientation: 180 degrees about z (qform), the same as an affine
+  // (sform), with an origin and a left-handed qfac.
+  v.space.qform_code = 1;
+  v.space.sform_code = 2;
+  v.space.quatern = {0, 0, 1};
+  v.space.qoffset = {-0.5, 239, 12.25};
+  v.space.qfac = -1;
+  v.space.srow = {{{-1, 0, 0, -0.5}, {0, -1.5, 0, 239}, {0, 0, 2, 12.25}}};
+  WriteNifti(Path("space.nii.gz"), v, NiftiStorage::kUInt8);
+  const Volume r = ReadNifti(Path("space.nii.gz"));
+  EXPECT_TRUE(r.space == v.space) << "qform " << r.space.qform_code << " sform "
+                                  << r.space.sform_code << " qfac " << r.space.qfac
+                                  << " srow[1][3] " << r.space.srow[1][3];
+  // A volume made with this header's space, written and read, keeps it.
+  Volume copy = Ramp(4, 3, 2);
+  copy.space = r.space;
+  WriteNifti(Path("copy.nii"), copy, NiftiStorage::kFloat32);
+  EXPECT_TRUE(ReadNifti(Path("copy.nii")).space == v.space);
+}
+
 TEST_F(NiftiIo, StorageRoundsAndClamps) {
   Volume v;
   v.dims = {3, 1, 1};

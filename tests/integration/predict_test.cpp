@@ -20,6 +20,7 @@
 #include "common/nifti_io.h"
 #include "common/png_io.h"
 #include "tests/support/command.h"
+#include "tests/support/training_checks.h"
 
 namespace up::test {
 namespace {
@@ -265,6 +266,126 @@ TEST_F(SampleData, NiftiCasesTrainAndPredict) {
   EXPECT_EQ(slice.width, 40);
   EXPECT_EQ(slice.channels, 1);
   EXPECT_EQ(ReadPng(out / "pred/case01_overlay.png").channels, 3);
+  // The segmentation lies where the input does: same voxel grid, same qform
+  // and sform (the sample cases are oriented as BraTS volumes are).
+  const Volume flair = ReadNifti(Data() + "/brats/case01/case01_flair.nii.gz");
+  EXPECT_EQ(flair.space.sform_code, 1);
+  EXPECT_TRUE(seg.space == flair.space);
+  EXPECT_EQ(seg.spacing, flair.spacing);
+  // A 32^3 window over a 40^3 case at overlap 0.5: 2 windows per axis.
+  EXPECT_NE(r.output.find("case01: 40x40x40, 8 windows"), std::string::npos) << r.output;
+
+  // The blended logits are MONAI's sliding_window_inference over the same
+  // network and input, plain and with test-time mirroring.
+  const CommandResult exported =
+      Up({"export", "--checkpoint", out / "run", "--out", out / "model.pt"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no Python at " << python;
+  for (bool mirror : {false, true}) {
+    const std::string dir = out / (mirror ? "mirrored" : "plain");
+    std::vector<std::string> args = {
+        "predict", "--checkpoint",  out / "run",       "--input", Data() + "/brats/case01", "--out",
+        dir,       "--save-logits", "--sw-batch-size", "3"};
+    if (mirror) args.push_back("--mirror");
+    const CommandResult p = Up(args);
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    EXPECT_NE(p.output.find(mirror ? "8 windows (mirrored)" : "8 windows,"), std::string::npos)
+        << p.output;
+    std::vector<std::string> check = {python,
+                                      "-W",
+                                      "ignore",
+                                      SourcePath("tests/support/sliding_window_parity.py"),
+                                      out / "model.pt",
+                                      dir + "/case01_logits.pt",
+                                      "--roi",
+                                      "32",
+                                      "32",
+                                      "32",
+                                      "--sw-batch-size",
+                                      "3"};
+    if (mirror) check.push_back("--mirror");
+    const CommandResult py = RunCommand(check, 300);
+    EXPECT_EQ(py.exit_code, 0) << py.output;
+    EXPECT_NE(py.output.find("logits match"), std::string::npos) << py.output;
+  }
+}
+
+TEST_F(SampleData, PredictSlidesOverImagesLargerThanThePatchAsMonaiDoes) {
+  TempDir out;
+  // A 100x72 image: the 64x64 training patch slides over it (3 x 2 windows).
+  torch::manual_seed(5);
+  const torch::Tensor pixels = torch::randint(0, 256, {72, 100, 4}, torch::kUInt8).contiguous();
+  WritePng(out / "wide.png",
+           PngImage{100, 72, 4,
+                    std::vector<uint8_t>(pixels.data_ptr<uint8_t>(),
+                                         pixels.data_ptr<uint8_t>() + pixels.numel())});
+  const CommandResult r = Up({"predict", "--checkpoint", Run(), "--input", out / "wide.png",
+                              "--out", out / "pred", "--save-logits"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("wide.png: 100x72, 6 windows"), std::string::npos) << r.output;
+  const PngImage mask = ReadPng(out / "pred/wide_mask.png");
+  EXPECT_EQ(mask.width, 100);
+  EXPECT_EQ(mask.height, 72);
+  const NamedTensors saved = LoadTensorFile(out / "pred/wide_logits.pt");
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[0].first, "logits");
+  EXPECT_EQ(saved[0].second.sizes(), (std::vector<int64_t>{3, 72, 100}));
+  // The mask is the logits' argmax.
+  const torch::Tensor classes = saved[0].second.argmax(0).to(torch::kUInt8).flatten();
+  EXPECT_TRUE(torch::equal(classes, torch::from_blob(const_cast<uint8_t*>(mask.pixels.data()),
+                                                     {72 * 100}, torch::kUInt8)));
+
+  const CommandResult exported = Up({"export", "--checkpoint", Run(), "--out", out / "model.pt"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no Python at " << python;
+  const CommandResult py =
+      RunCommand({python, "-W", "ignore", SourcePath("tests/support/sliding_window_parity.py"),
+                  out / "model.pt", out / "pred/wide_logits.pt", "--roi", "64", "64"},
+                 300);
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("logits match"), std::string::npos) << py.output;
+
+  // Bad options: one line, exit 2.
+  const CommandResult bad = Up({"predict", "--checkpoint", Run(), "--input", out / "wide.png",
+                                "--out", out / "p2", "--overlap", "1"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--overlap 1: must be at least 0 and below 1"), std::string::npos)
+      << bad.output;
+}
+
+// Random patches with foreground oversampling and every augmentation (the
+// default for nifti) leave the pipeline bit-identical to single-process
+// training, and resume exact: every process draws the same patch.
+TEST_F(SampleData, NiftiPatchesWithAugmentationTrainTheSameInThePipeline) {
+  TempDir dir;
+  ExpectPipelineEqualsSingleProcessAndResumeIsExact(
+      SourcePath("configs/tiny3d.yaml"),
+      {"data.kind=nifti", "data.path=" + Data() + "/brats", "model.num_classes=4",
+       "model.features=[4,8]", "train.batch_size=4", "train.micro_batches=2", "train.steps=4",
+       "checkpoint.every=2", "data.foreground_fraction=0.5"},
+      dir.path());
+  const std::string dump = Slurp(dir / "single/config.yaml");
+  EXPECT_NE(dump.find("augment: [scale, rot90, mirror, noise, brightness, contrast, gamma]"),
+            std::string::npos)
+      << dump;
+  EXPECT_NE(dump.find("foreground_fraction: 0.5"), std::string::npos) << dump;
+}
+
+TEST(NiftiConfig, AugmentationsAreNamedFromTheList) {
+  const CommandResult r = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
+                              "data.augment=[mirror,blur]"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.augment"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'blur' is not one; expected a list of some of scale, rot90, mirror"),
+            std::string::npos)
+      << r.output;
+  const CommandResult f = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
+                              "data.foreground_fraction=1.5"});
+  EXPECT_EQ(f.exit_code, 2) << f.output;
+  EXPECT_NE(f.output.find("data.foreground_fraction = 1.5: must be in [0, 1]"), std::string::npos)
+      << f.output;
 }
 
 TEST(NiftiConfig, WrongModelForNiftiIsAConfigError) {

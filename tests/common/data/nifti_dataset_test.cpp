@@ -1,5 +1,5 @@
 // BraTS-layout NIfTI data: channels in modality order, z-scored, labels
-// 0/1/2/4 mapped to classes 0..3, cropping and padding to data.size, and one
+// 0/1/2/4 mapped to classes 0..3, whole cases cut into patches of data.size, and one
 // clear error per kind of bad case.
 #include "common/data/nifti_dataset.h"
 
@@ -92,23 +92,21 @@ TEST_F(NiftiData, ReadsCasesWithMappedLabelsAndNormalisedChannels) {
   EXPECT_LT(s.image[2][3][3][2].item<float>(), s.image[2][3][3][5].item<float>());
 }
 
-TEST_F(NiftiData, CropsAndPadsToDataSize) {
+TEST_F(NiftiData, GetsWholeCasesAndTrainsOnPatchesOfDataSize) {
   WriteCase("big", 12);
   config_.data.size = {8, 4, 16};
-  const Sample s = MakeDataset(config_)->Get(0);
-  EXPECT_EQ(s.image.sizes().vec(), (std::vector<int64_t>{4, 8, 4, 16}));
-  EXPECT_EQ(s.mask.sizes().vec(), (std::vector<int64_t>{8, 4, 16}));
+  config_.train.batch_size = 2;
+  config_.train.micro_batches = 1;
+  const auto data = MakeDataset(config_);
+  EXPECT_TRUE(data->WholeCases());
+  const Sample s = data->Get(0);
+  EXPECT_EQ(s.image.sizes().vec(), (std::vector<int64_t>{4, 12, 12, 12}));
+  const MicroBatch mb = LoadMicroBatch(*data, config_, 0, 0);
+  EXPECT_EQ(mb.images.sizes().vec(), (std::vector<int64_t>{2, 4, 8, 4, 16}));
+  EXPECT_EQ(mb.masks.sizes().vec(), (std::vector<int64_t>{2, 8, 4, 16}));
   // x: 12 -> 16 pads 2 on each side: the first two columns are padding (0).
-  EXPECT_EQ(s.image[0].select(2, 0).abs().max().item<float>(), 0.f);
-  EXPECT_GT(s.image[0].select(2, 3).abs().max().item<float>(), 0.f);
-}
-
-TEST_F(NiftiData, CropOrPadCentres) {
-  const torch::Tensor t = torch::arange(6).view({1, 1, 6}).to(torch::kFloat32);
-  EXPECT_TRUE(torch::equal(CropOrPad3d(t, {1, 1, 2}), torch::tensor({2.f, 3.f}).view({1, 1, 2})));
-  EXPECT_TRUE(
-      torch::equal(CropOrPad3d(t, {1, 1, 8}),
-                   torch::tensor({0.f, 0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 0.f}).view({1, 1, 8})));
+  EXPECT_EQ(mb.images[0][0].select(2, 0).abs().max().item<float>(), 0.f);
+  EXPECT_EQ(mb.images[0][0].select(2, 1).abs().max().item<float>(), 0.f);
 }
 
 TEST_F(NiftiData, LabelMapping) {

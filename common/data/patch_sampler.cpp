@@ -1,0 +1,196 @@
+// See patch_sampler.h.
+#include "common/data/patch_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "common/data/augment.h"
+#include "common/data/counter_random.h"
+
+namespace up {
+namespace {
+
+bool Has(const std::vector<std::string>& list, const char* name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
+// The range a patch's origin may take on an axis of `extent` voxels: inside
+// the case, or centred over it when the case is smaller.
+struct OriginRange {
+  int64_t lo, hi;
+};
+OriginRange RangeOn(int64_t extent, int64_t patch) {
+  if (extent >= patch) return {0, extent - patch};
+  const int64_t centred = -((patch - extent) / 2);
+  return {centred, centred};
+}
+
+// The position of every spatial axis of the `index`-th voxel in row-major
+// order of `shape`.
+std::vector<int64_t> Unravel(int64_t index, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> at(shape.size());
+  for (size_t a = shape.size(); a-- > 0;) {
+    at[a] = index % shape[a];
+    index /= shape[a];
+  }
+  return at;
+}
+
+}  // namespace
+
+PatchDraw DrawPatch(const Config& config, int64_t position) {
+  const DataConfig& data = config.data;
+  const size_t dims = data.size.size();
+  uint64_t state = (config.train.seed + 0x5851F42D4C957F2DULL) * 0x2545F4914F6CDD1DULL ^
+                   static_cast<uint64_t>(position + 1) * 0xD1342543DE82EF95ULL;
+  SplitMix(state);
+  // Every number in one fixed order, used or not.
+  PatchDraw d;
+  d.foreground = Uniform(state) < data.foreground_fraction;
+  d.class_u = Uniform(state);
+  d.voxel_u = Uniform(state);
+  for (size_t a = 0; a < dims; ++a) d.place_u.push_back(Uniform(state));
+  const double scale_p = Uniform(state), scale_v = Uniform(state);
+  const double rot_v = Uniform(state);
+  std::vector<double> flip_v;
+  for (size_t a = 0; a < dims; ++a) flip_v.push_back(Uniform(state));
+  const double noise_p = Uniform(state), noise_v = Uniform(state);
+  const uint64_t noise_seed = SplitMix(state);
+  const double bright_p = Uniform(state), bright_v = Uniform(state);
+  const double contrast_p = Uniform(state), contrast_v = Uniform(state);
+  const double gamma_p = Uniform(state), gamma_v = Uniform(state);
+
+  const std::vector<std::string>& on = data.augment;
+  if (Has(on, "scale") && scale_p < 0.2) d.scale = 0.7 + 0.7 * scale_v;
+  if (Has(on, "rot90") && dims >= 2 && data.size[dims - 1] == data.size[dims - 2])
+    d.rot90 = static_cast<int>(rot_v * 4);
+  d.flip.assign(dims, false);
+  if (Has(on, "mirror"))
+    for (size_t a = 0; a < dims; ++a) d.flip[a] = flip_v[a] < 0.5;
+  if (Has(on, "noise") && noise_p < 0.1) {
+    d.noise_sigma = std::sqrt(0.1 * noise_v);
+    d.noise_seed = noise_seed;
+  }
+  if (Has(on, "brightness") && bright_p < 0.15) d.brightness = 0.75 + 0.5 * bright_v;
+  if (Has(on, "contrast") && contrast_p < 0.15) d.contrast = 0.75 + 0.5 * contrast_v;
+  if (Has(on, "gamma") && gamma_p < 0.3)  // half below 1, half above, as nnU-Net
+    d.gamma = gamma_v < 0.5 ? 0.7 + 0.6 * gamma_v : 1.0 + (gamma_v - 0.5);
+  return d;
+}
+
+std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const torch::Tensor& mask,
+                                 const std::vector<int>& patch) {
+  const size_t dims = patch.size();
+  const std::vector<int64_t> shape(mask.sizes().end() - static_cast<int64_t>(dims),
+                                   mask.sizes().end());
+  std::vector<OriginRange> range;
+  for (size_t a = 0; a < dims; ++a) range.push_back(RangeOn(shape[a], patch[a]));
+  std::vector<int64_t> origin(dims);
+
+  if (draw.foreground) {
+    const torch::Tensor flat = mask.reshape({-1});
+    const int64_t top = flat.numel() ? flat.max().item<int64_t>() : 0;
+    const torch::Tensor counts = torch::bincount(flat, {}, top + 1);  // (K,)
+    std::vector<int64_t> present;
+    for (int64_t k = 1; k <= top; ++k)
+      if (counts[k].item<int64_t>() > 0) present.push_back(k);
+    if (!present.empty()) {
+      const int64_t k = present[static_cast<size_t>(draw.class_u * present.size())];
+      const int64_t n = counts[k].item<int64_t>();
+      const int64_t which = std::min<int64_t>(static_cast<int64_t>(draw.voxel_u * n), n - 1);
+      const int64_t index = torch::nonzero(flat == k)[which][0].item<int64_t>();
+      const std::vector<int64_t> voxel = Unravel(index, shape);
+      for (size_t a = 0; a < dims; ++a)
+        origin[a] = std::clamp<int64_t>(voxel[a] - patch[a] / 2, range[a].lo, range[a].hi);
+      return origin;
+    }
+  }
+  for (size_t a = 0; a < dims; ++a) {
+    const int64_t span = range[a].hi - range[a].lo + 1;
+    origin[a] =
+        range[a].lo + std::min<int64_t>(static_cast<int64_t>(draw.place_u[a] * span), span - 1);
+  }
+  return origin;
+}
+
+torch::Tensor CropWithPadding(const torch::Tensor& t, const std::vector<int64_t>& origin,
+                              const std::vector<int64_t>& size) {
+  const int64_t lead = t.dim() - static_cast<int64_t>(size.size());
+  std::vector<int64_t> shape = t.sizes().vec();
+  for (size_t a = 0; a < size.size(); ++a) shape[static_cast<size_t>(lead) + a] = size[a];
+  torch::Tensor out = torch::zeros(shape, t.options());
+  torch::Tensor src = t, dst = out;
+  for (size_t a = 0; a < size.size(); ++a) {
+    const int64_t axis = lead + static_cast<int64_t>(a);
+    const int64_t lo = std::max<int64_t>(origin[a], 0);
+    const int64_t hi = std::min<int64_t>(origin[a] + size[a], t.size(axis));
+    if (hi <= lo) return out;  // the region misses the tensor: all padding
+    src = src.narrow(axis, lo, hi - lo);
+    dst = dst.narrow(axis, lo - origin[a], hi - lo);
+  }
+  dst.copy_(src);
+  return out;
+}
+
+Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch) {
+  if (!whole.mask.defined())
+    throw std::invalid_argument("CutPatch: the case's mask places the patch; load it too");
+  const size_t dims = patch.size();
+  const std::vector<int64_t> origin = PatchOrigin(draw, whole.mask, patch);
+  // With scaling, the region of the case around the same centre that the
+  // patch shows, resampled to the patch.
+  std::vector<int64_t> region(dims), start(dims), target(patch.begin(), patch.end());
+  for (size_t a = 0; a < dims; ++a) {
+    region[a] =
+        draw.scale == 1 ? patch[a] : std::max<int64_t>(1, std::llround(patch[a] * draw.scale));
+    start[a] = origin[a] + patch[a] / 2 - region[a] / 2;
+  }
+  Sample out;
+  out.mask = CropWithPadding(whole.mask, start, region);  // (*region)
+  if (whole.image.defined()) out.image = CropWithPadding(whole.image, start, region);
+  if (region != target) {
+    namespace F = torch::nn::functional;
+    if (out.image.defined()) {
+      F::InterpolateFuncOptions linear =
+          F::InterpolateFuncOptions().size(target).align_corners(false);
+      if (dims == 3) {
+        linear.mode(torch::kTrilinear);
+      } else if (dims == 2) {
+        linear.mode(torch::kBilinear);
+      } else {
+        linear.mode(torch::kLinear);
+      }
+      out.image = F::interpolate(out.image.unsqueeze(0), linear)[0];
+    }
+    out.mask = F::interpolate(out.mask.unsqueeze(0).unsqueeze(0).to(torch::kFloat32),
+                              F::InterpolateFuncOptions().size(target).mode(torch::kNearest))[0][0]
+                   .to(torch::kInt64);
+  }
+  if (draw.rot90 != 0) {
+    out.mask = torch::rot90(out.mask, draw.rot90, {-2, -1});
+    if (out.image.defined()) out.image = torch::rot90(out.image, draw.rot90, {-2, -1});
+  }
+  std::vector<int64_t> mask_axes, image_axes;
+  for (size_t a = 0; a < draw.flip.size(); ++a) {
+    if (!draw.flip[a]) continue;
+    mask_axes.push_back(static_cast<int64_t>(a));
+    image_axes.push_back(static_cast<int64_t>(a) + 1);
+  }
+  if (!mask_axes.empty()) {
+    out.mask = out.mask.flip(mask_axes);
+    if (out.image.defined()) out.image = out.image.flip(image_axes);
+  }
+  if (out.image.defined()) {
+    if (draw.noise_sigma > 0) out.image = AddNoise(out.image, draw.noise_sigma, draw.noise_seed);
+    if (draw.brightness != 1) out.image = ScaleBrightness(out.image, draw.brightness);
+    if (draw.contrast != 1) out.image = ScaleContrast(out.image, draw.contrast);
+    if (draw.gamma != 1) out.image = AdjustGamma(out.image, draw.gamma);
+    out.image = out.image.contiguous();
+  }
+  out.mask = out.mask.contiguous();
+  return out;
+}
+
+}  // namespace up

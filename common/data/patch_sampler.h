@@ -1,0 +1,68 @@
+// Training patches from whole cases: where each patch lies and how it is
+// augmented, drawn from (seed, stream position) alone.
+//
+// Every process that needs a sample (the encoder its image, the decoder its
+// mask, the single-process trainer both) draws the same PatchDraw for the
+// same position and cuts the same patch, so random patches and augmentation
+// keep the pipeline bit-identical to single-process training. All random
+// numbers are drawn up front in one fixed order, whichever augmentations are
+// on, so turning one on does not move another's draws.
+//
+// As nnU-Net samples: data.foreground_fraction of the patches are centred on
+// a voxel of a foreground class present in the case (class and voxel
+// uniform), the rest lie uniformly inside the case; a case smaller than the
+// patch on an axis is centred in it and zero-padded. The augmentations and
+// their probabilities follow nnU-Net's defaults (augment.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/config.h"
+#include "common/data/dataset.h"
+
+namespace up {
+
+struct PatchDraw {
+  bool foreground = false;      // centre the patch on a foreground voxel
+  double class_u = 0;           // [0, 1): which present foreground class
+  double voxel_u = 0;           // [0, 1): which voxel of that class
+  std::vector<double> place_u;  // [0, 1) per axis: where a random patch lies
+
+  // Spatial augmentation (identity values when off or not drawn).
+  double scale = 1;        // the patch shows patch*scale voxels of the case
+  int rot90 = 0;           // quarter turns in the plane of the last two axes
+  std::vector<bool> flip;  // per axis
+
+  // Intensity augmentation of the image (augment.h).
+  double noise_sigma = 0;  // 0: none
+  uint64_t noise_seed = 0;
+  double brightness = 1;  // multiplier
+  double contrast = 1;    // factor around each channel's mean
+  double gamma = 1;       // exponent on each channel's range
+};
+
+// The draw for the sample at `position` of the stream (dataset.h), for a
+// patch of `config.data.size` with the augmentations of config.data.augment.
+PatchDraw DrawPatch(const Config& config, int64_t position);
+
+// Where the patch starts on each axis of a case of `shape` (may be negative
+// when the case is smaller than the patch): a foreground draw is centred on
+// the chosen voxel of `mask` (*S) (a random place when the case has no
+// foreground), and kept inside the case where the case allows.
+std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const torch::Tensor& mask,
+                                 const std::vector<int>& patch);
+
+// The patch of `whole` (image (C, *S') and mask (*S'), either may be
+// undefined when a process needs only one) that `draw` describes:
+// image (C, *patch) float32, mask (*patch) int64.
+Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch);
+
+// `t` (..., *S) cut to `size` from `origin` on the last size.size() axes,
+// zero wherever the region leaves `t`.
+torch::Tensor CropWithPadding(const torch::Tensor& t, const std::vector<int64_t>& origin,
+                              const std::vector<int64_t>& size);
+
+}  // namespace up

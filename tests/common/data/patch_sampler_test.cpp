@@ -1,0 +1,192 @@
+// Patches from whole cases: the draw is a function of (seed, position)
+// alone, foreground oversampling centres the patch on a foreground voxel,
+// small cases are padded, the spatial augmentations move image and mask
+// together, and each intensity augmentation does what nnU-Net's does.
+#include "common/data/patch_sampler.h"
+
+#include <gtest/gtest.h>
+
+#include "common/data/augment.h"
+
+namespace up {
+namespace {
+
+Config Cfg(std::vector<int> size, std::vector<std::string> augment, double fg = 0.33) {
+  Config c;
+  c.model.dims = static_cast<int>(size.size());
+  c.data.size = std::move(size);
+  c.data.augment = std::move(augment);
+  c.data.foreground_fraction = fg;
+  c.train.seed = 11;
+  return c;
+}
+
+bool SameDraw(const PatchDraw& a, const PatchDraw& b) {
+  return a.foreground == b.foreground && a.class_u == b.class_u && a.voxel_u == b.voxel_u &&
+         a.place_u == b.place_u && a.scale == b.scale && a.rot90 == b.rot90 && a.flip == b.flip &&
+         a.noise_sigma == b.noise_sigma && a.noise_seed == b.noise_seed &&
+         a.brightness == b.brightness && a.contrast == b.contrast && a.gamma == b.gamma;
+}
+
+TEST(DrawPatch, DependsOnSeedAndPositionOnly) {
+  const Config c = Cfg({16, 16, 16}, AugmentationNames());
+  EXPECT_TRUE(SameDraw(DrawPatch(c, 5), DrawPatch(c, 5)));
+  EXPECT_FALSE(SameDraw(DrawPatch(c, 5), DrawPatch(c, 6)));
+  Config other = c;
+  other.train.seed = 12;
+  EXPECT_FALSE(SameDraw(DrawPatch(c, 5), DrawPatch(other, 5)));
+  // Turning one augmentation off leaves the others' draws alone.
+  Config no_noise =
+      Cfg({16, 16, 16}, {"scale", "rot90", "mirror", "brightness", "contrast", "gamma"});
+  for (int64_t p = 0; p < 50; ++p) {
+    const PatchDraw a = DrawPatch(c, p), b = DrawPatch(no_noise, p);
+    EXPECT_EQ(a.flip, b.flip);
+    EXPECT_EQ(a.place_u, b.place_u);
+    EXPECT_EQ(a.gamma, b.gamma);
+    EXPECT_EQ(b.noise_sigma, 0);
+  }
+}
+
+TEST(DrawPatch, ForegroundShareAndAugmentationRatesAreNnunets) {
+  const Config c = Cfg({16, 16, 16}, AugmentationNames());
+  int fg = 0, scaled = 0, noisy = 0, gamma = 0, flipped = 0, rotated = 0;
+  const int n = 4000;
+  for (int64_t p = 0; p < n; ++p) {
+    const PatchDraw d = DrawPatch(c, p);
+    fg += d.foreground;
+    scaled += d.scale != 1;
+    noisy += d.noise_sigma > 0;
+    gamma += d.gamma != 1;
+    flipped += d.flip[0];
+    rotated += d.rot90 != 0;
+    EXPECT_TRUE(d.scale == 1 || (d.scale >= 0.7 && d.scale < 1.4)) << d.scale;
+    EXPECT_TRUE(d.gamma == 1 || (d.gamma >= 0.7 && d.gamma < 1.5)) << d.gamma;
+    EXPECT_LE(d.noise_sigma, std::sqrt(0.1));
+  }
+  EXPECT_NEAR(fg / double(n), 0.33, 0.03);
+  EXPECT_NEAR(scaled / double(n), 0.2, 0.03);
+  EXPECT_NEAR(noisy / double(n), 0.1, 0.02);
+  EXPECT_NEAR(gamma / double(n), 0.3, 0.03);
+  EXPECT_NEAR(flipped / double(n), 0.5, 0.03);
+  EXPECT_NEAR(rotated / double(n), 0.75, 0.03);
+  // None and all; no rotation where the plane is not square.
+  EXPECT_FALSE(DrawPatch(Cfg({16, 16}, {}, 0.0), 3).foreground);
+  EXPECT_TRUE(DrawPatch(Cfg({16, 16}, {}, 1.0), 3).foreground);
+  for (int64_t p = 0; p < 40; ++p) EXPECT_EQ(DrawPatch(Cfg({16, 16, 8}, {"rot90"}), p).rot90, 0);
+}
+
+TEST(PatchOrigin, ForegroundPatchesHoldTheirVoxelAndStayInside) {
+  torch::Tensor mask = torch::zeros({40, 30, 20}, torch::kInt64);  // (D, H, W)
+  mask[3][17][19] = 2;
+  const std::vector<int> patch{16, 16, 16};
+  PatchDraw d;
+  d.foreground = true;
+  d.place_u = {0.5, 0.5, 0.5};
+  const std::vector<int64_t> o = PatchOrigin(d, mask, patch);
+  // Centred on the voxel where the case allows: z would start at -5, kept at 0;
+  // y at 9; x would end past 20, kept at 4 (20 - 16).
+  EXPECT_EQ(o, (std::vector<int64_t>{0, 9, 4}));
+  const Sample s = CutPatch({torch::Tensor(), mask}, d, patch);
+  EXPECT_EQ(s.mask.sum().item<int64_t>(), 2);
+  // No foreground in the case: a random place instead.
+  d.place_u = {0.0, 0.999, 0.5};
+  EXPECT_EQ(PatchOrigin(d, torch::zeros({40, 30, 20}, torch::kInt64), patch),
+            (std::vector<int64_t>{0, 14, 2}));
+}
+
+TEST(PatchOrigin, PicksAmongThePresentClassesAndTheirVoxels) {
+  torch::Tensor mask = torch::zeros({64, 64}, torch::kInt64);
+  mask.narrow(0, 0, 2).narrow(1, 0, 2).fill_(1);    // class 1, top left
+  mask.narrow(0, 60, 4).narrow(1, 60, 4).fill_(3);  // class 3, bottom right
+  PatchDraw d;
+  d.foreground = true;
+  d.place_u = {0, 0};
+  d.class_u = 0.2;  // the first of {1, 3}
+  EXPECT_EQ(PatchOrigin(d, mask, {8, 8}), (std::vector<int64_t>{0, 0}));
+  d.class_u = 0.7;  // class 3
+  d.voxel_u = 0.0;  // its first voxel (60, 60): the patch ends at the border
+  EXPECT_EQ(PatchOrigin(d, mask, {8, 8}), (std::vector<int64_t>{56, 56}));
+}
+
+TEST(CutPatch, PadsACaseSmallerThanThePatchAroundItsMiddle) {
+  const torch::Tensor image = torch::ones({2, 6, 10});  // (C, H, W)
+  const torch::Tensor mask = torch::ones({6, 10}, torch::kInt64);
+  PatchDraw d;
+  d.place_u = {0.0, 0.0};
+  d.flip = {false, false};
+  const Sample s = CutPatch({image, mask}, d, {8, 8});
+  ASSERT_EQ(s.image.sizes(), (std::vector<int64_t>{2, 8, 8}));
+  // Rows 0 and 7 are padding; columns all from the case.
+  EXPECT_EQ(s.image.select(1, 0).sum().item<float>(), 0);
+  EXPECT_EQ(s.image.select(1, 7).sum().item<float>(), 0);
+  EXPECT_EQ(s.mask.sum().item<int64_t>(), 6 * 8);
+}
+
+TEST(CutPatch, WithoutAugmentationIsAPlainCrop) {
+  torch::manual_seed(1);
+  const torch::Tensor image = torch::randn({3, 20, 24});
+  const torch::Tensor mask = torch::randint(0, 3, {20, 24}, torch::kInt64);
+  const Config c = Cfg({8, 16}, {}, 0.0);
+  for (int64_t p = 0; p < 10; ++p) {
+    const PatchDraw d = DrawPatch(c, p);
+    const std::vector<int64_t> o = PatchOrigin(d, mask, c.data.size);
+    const Sample s = CutPatch({image, mask}, d, c.data.size);
+    EXPECT_TRUE(torch::equal(s.image, image.narrow(1, o[0], 8).narrow(2, o[1], 16)));
+    EXPECT_TRUE(torch::equal(s.mask, mask.narrow(0, o[0], 8).narrow(1, o[1], 16)));
+  }
+}
+
+TEST(CutPatch, SpatialAugmentationMovesImageAndMaskTogether) {
+  // Channel 0 of the image is the mask itself: rotations and flips must keep it so.
+  const torch::Tensor mask = torch::randint(0, 4, {24, 24, 24}, torch::kInt64);
+  const torch::Tensor image = torch::stack({mask.to(torch::kFloat32), torch::rand({24, 24, 24})});
+  const Config c = Cfg({16, 16, 16}, {"rot90", "mirror"});
+  int rotated = 0;
+  for (int64_t p = 0; p < 20; ++p) {
+    const PatchDraw d = DrawPatch(c, p);
+    rotated += d.rot90 != 0;
+    const Sample s = CutPatch({image, mask}, d, c.data.size);
+    EXPECT_TRUE(torch::equal(s.image[0], s.mask.to(torch::kFloat32))) << "position " << p;
+    // The decoder cuts its mask without the image: the same mask.
+    EXPECT_TRUE(torch::equal(CutPatch({torch::Tensor(), mask}, d, c.data.size).mask, s.mask));
+  }
+  EXPECT_GT(rotated, 0);
+  // Scaling resamples a region of another size to the patch.
+  PatchDraw zoom = DrawPatch(Cfg({16, 16, 16}, {}, 0.0), 0);
+  zoom.scale = 1.3;
+  const Sample z = CutPatch({image, mask}, zoom, {16, 16, 16});
+  EXPECT_EQ(z.image.sizes(), (std::vector<int64_t>{2, 16, 16, 16}));
+  EXPECT_EQ(z.mask.sizes(), (std::vector<int64_t>{16, 16, 16}));
+  EXPECT_LE(z.mask.max().item<int64_t>(), 3);
+}
+
+TEST(CropWithPadding, ZeroOutsideTheTensor) {
+  const torch::Tensor t = torch::arange(1, 7).view({1, 6}).to(torch::kFloat32);
+  EXPECT_TRUE(torch::equal(CropWithPadding(t, {-2}, {4}), torch::tensor({{0.f, 0.f, 1.f, 2.f}})));
+  EXPECT_TRUE(torch::equal(CropWithPadding(t, {4}, {4}), torch::tensor({{5.f, 6.f, 0.f, 0.f}})));
+  EXPECT_TRUE(torch::equal(CropWithPadding(t, {9}, {2}), torch::zeros({1, 2})));
+}
+
+TEST(Augment, IntensityTransformsKeepWhatNnunetKeeps) {
+  torch::manual_seed(2);
+  const torch::Tensor x = torch::randn({2, 8, 8, 8});
+  const std::vector<int64_t> axes{1, 2, 3};
+  // Contrast: each channel within its old range, mean unchanged where not clipped.
+  const torch::Tensor c = ScaleContrast(x, 1.2);
+  EXPECT_TRUE((c.amin(axes) >= x.amin(axes) - 1e-6).all().item<bool>());
+  EXPECT_TRUE((c.amax(axes) <= x.amax(axes) + 1e-6).all().item<bool>());
+  EXPECT_FALSE(torch::equal(c, x));
+  // Gamma: a new shape, the old mean and standard deviation.
+  const torch::Tensor g = AdjustGamma(x, 1.4);
+  EXPECT_TRUE(torch::allclose(g.mean(axes), x.mean(axes), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(g.std(axes), x.std(axes), 1e-4, 1e-4));
+  EXPECT_GT((g - x).abs().max().item<float>(), 0.01);
+  EXPECT_TRUE(torch::allclose(ScaleBrightness(x, 0.8), x * 0.8));
+  // Noise: its seed decides it.
+  EXPECT_TRUE(torch::equal(AddNoise(x, 0.3, 9), AddNoise(x, 0.3, 9)));
+  EXPECT_FALSE(torch::equal(AddNoise(x, 0.3, 9), AddNoise(x, 0.3, 10)));
+  EXPECT_NEAR((AddNoise(x, 0.3, 9) - x).std().item<double>(), 0.3, 0.02);
+}
+
+}  // namespace
+}  // namespace up
