@@ -847,7 +847,7 @@ void ReadModel(const Reader& r, Config* c) {
 }
 
 void ReadData(const Reader& r, int dims, DataConfig* d) {
-  r.Enum("data.kind", &d->kind, {"synthetic", "folder", "nifti"});
+  r.Enum("data.kind", &d->kind, {"synthetic", "folder", "nifti", "cache"});
   r.String("data.path", &d->path);
   r.SpatialSize("data.size", &d->size, dims);
   r.Int("data.samples", &d->samples, kAtLeast1);
@@ -859,7 +859,7 @@ void ReadData(const Reader& r, int dims, DataConfig* d) {
   }
   if (r.Has("data.augment")) {
     r.Subset("data.augment", &d->augment, AugmentationNames());
-  } else if (d->kind == "nifti") {
+  } else if (d->kind == "nifti" || d->kind == "cache") {
     d->augment = AugmentationNames();
   }
 }
@@ -944,6 +944,10 @@ void CheckConsistency(const Reader& r, const Config& c) {
       r.FailAt("model.num_classes", std::to_string(m.num_classes),
                "must be 4 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become classes 0..3)");
     }
+  }
+  if (c.data.kind == "cache" && m.dims != 3) {
+    r.FailAt("model.dims", std::to_string(m.dims),
+             "must be 3 when data.kind = cache (preprocessed 3-D volumes); set --set model.dims=3");
   }
   if (m.kind != "classic") {
     const std::vector<int> total = PatchMultiple(m);

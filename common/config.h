@@ -41,7 +41,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "synthetic";  // synthetic | folder | nifti
+  std::string kind = "synthetic";  // synthetic | folder | nifti | cache
   std::string path;                // folder, nifti: the dataset root (required for them)
   std::vector<int> size{64, 64};   // spatial size, `dims` entries (a scalar in YAML means all axes)
   int samples = 256;               // synthetic: number of distinct samples (>= 1)
@@ -49,7 +49,7 @@ struct DataConfig {
   // foreground class present in the case (nnU-Net's oversampling), [0, 1].
   double foreground_fraction = 0.33;
   // Augmentations of each training patch (common/data/augment.h), in the
-  // order applied; resolved: every one of kAugmentations for nifti when the
+  // order applied; resolved: every one of AugmentationNames() for nifti and cache when the
   // key is not given, none otherwise.
   std::vector<std::string> augment;
 };

@@ -2,9 +2,12 @@
 #include "common/nifti_io.h"
 
 #include <nifti2_io.h>
+#include <znzlib.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -38,6 +41,32 @@ void Store(const std::vector<float>& in, void* data) {
   }
 }
 
+// Reads the voxels of `image` (a header read without data) into
+// image->data, in this machine's byte order; false when the file is short.
+bool ReadVoxels(nifti_image* image) {
+  const int64_t bytes = image->nvox * image->nbyper;
+  if (image->iname == nullptr || bytes <= 0) return false;
+  znzFile f = znzopen(image->iname, "rb", nifti_is_gzfile(image->iname));
+  if (znz_isnull(f)) return false;
+  bool ok = znzseek(f, static_cast<znz_off_t>(image->iname_offset), SEEK_SET) >= 0;
+  image->data = std::calloc(static_cast<size_t>(bytes), 1);
+  ok = ok && image->data != nullptr &&
+       static_cast<int64_t>(znzread(image->data, 1, static_cast<size_t>(bytes), f)) == bytes;
+  znzclose(f);
+  if (ok && image->byteorder != nifti_short_order() && image->swapsize > 1)
+    nifti_swap_Nbytes(bytes / image->swapsize, image->swapsize, image->data);
+  return ok;
+}
+
+// The index of the first NaN or infinite voxel, or -1.
+template <typename T>
+int64_t FirstNonFinite(const void* data, int64_t count) {
+  const T* in = static_cast<const T*>(data);
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(in[i])) return i;
+  return -1;
+}
+
 }  // namespace
 
 Volume ReadNifti(const std::string& path) {
@@ -46,8 +75,10 @@ Volume ReadNifti(const std::string& path) {
     throw UsageError("NIfTI file '" + path + "' does not exist; check data.path and the file name");
   }
   nifti_set_debug_level(0);  // the library would print its own messages
-  ImagePtr image(nifti_image_read(path.c_str(), /*read_data=*/1));
-  if (!image || !image->data) {
+  // The header through the library; the voxels read here, because the
+  // library's own reader silently turns NaN and infinite floats into 0.
+  ImagePtr image(nifti_image_read(path.c_str(), /*read_data=*/0));
+  if (!image || !ReadVoxels(image.get())) {
     throw UsageError("cannot read '" + path +
                      "' as a NIfTI volume (not a NIfTI-1/2 file, or truncated); replace the file");
   }
@@ -79,6 +110,16 @@ Volume ReadNifti(const std::string& path) {
   }
   float* out = v.voxels.data();
   const int64_t n = image->nvox;
+  const int64_t bad = image->datatype == DT_FLOAT32   ? FirstNonFinite<float>(image->data, n)
+                      : image->datatype == DT_FLOAT64 ? FirstNonFinite<double>(image->data, n)
+                                                      : -1;
+  if (bad >= 0) {
+    throw UsageError("NIfTI file '" + path +
+                     "' holds a NaN or infinite voxel (at x=" + std::to_string(bad % image->nx) +
+                     ", y=" + std::to_string(bad / image->nx % image->ny) +
+                     ", z=" + std::to_string(bad / (image->nx * image->ny)) +
+                     "); fix the volume or leave the case out");
+  }
   switch (image->datatype) {
     case DT_UINT8:
       Convert<uint8_t>(image->data, n, slope, inter, out);

@@ -32,6 +32,7 @@
 #include "launcher/tools/inspect.h"
 #include "launcher/tools/plan_command.h"
 #include "launcher/tools/predict.h"
+#include "launcher/tools/preprocess_command.h"
 #include "launcher/tools/sample_data.h"
 
 namespace up {
@@ -50,6 +51,8 @@ constexpr const char* kUsage =
     "  predict   predict masks with a trained model: mask PNGs and colour overlays\n"
     "  export    write a trained model's weights as one PyTorch state dict (.pt)\n"
     "  batches   write the micro-batches training sees (.pt), for Python references\n"
+    "  preprocess crop, normalise and cache a raw 3-D dataset (BraTS, nnU-Net) for data.kind: "
+    "cache\n"
     "  --version versions and what this build supports\n"
     "run `unet-pipeline <command> --help` for a command's options";
 
@@ -251,10 +254,12 @@ int LauncherMain(int argc, char** argv) {
     if (command == "predict") return PredictCommand(argc - 1, argv + 1);
     if (command == "export") return ExportCommand(argc - 1, argv + 1);
     if (command == "batches") return BatchesCommand(argc - 1, argv + 1);
+    if (command == "preprocess") return PreprocessCommand(argc - 1, argv + 1);
     if (command == "make-sample-data") return MakeSampleDataCommand(argc - 1, argv + 1);
-    throw UsageError("unknown command '" + command +
-                     "'; commands: train, plan, check, inspect, bench, predict, export, batches, "
-                     "--version");
+    throw UsageError(
+        "unknown command '" + command +
+        "'; commands: train, plan, check, inspect, bench, predict, export, batches, preprocess, "
+        "--version");
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/data/case_cache.h"
 #include "common/data/counter_random.h"
 #include "common/data/nifti_dataset.h"
 #include "common/data/patch_sampler.h"
@@ -177,6 +178,7 @@ std::unique_ptr<Dataset> MakeDataset(const Config& config) {
   if (config.data.kind == "folder")
     return std::make_unique<FolderDataset>(config.model, config.data);
   if (config.data.kind == "nifti") return std::make_unique<NiftiDataset>(config.model, config.data);
+  if (config.data.kind == "cache") return std::make_unique<CacheDataset>(config.model, config.data);
   return std::make_unique<SyntheticDataset>(config.model, config.data, config.train.seed);
 }
 

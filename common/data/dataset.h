@@ -22,6 +22,9 @@ namespace up {
 struct Sample {
   torch::Tensor image;  // (C, *S) float32
   torch::Tensor mask;   // (*S) int64, values in [0, num_classes)
+  // Whole cases may say where each foreground class lies: [k] holds flat
+  // voxel indices of class k (k >= 1), so a patch is placed without the mask.
+  std::vector<std::vector<int64_t>> class_locations;
 };
 
 class Dataset {

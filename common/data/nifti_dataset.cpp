@@ -55,10 +55,61 @@ int64_t BratsLabelToClass(int64_t label) {
 
 int64_t BratsClassToLabel(int64_t cls) { return cls == 3 ? 4 : cls; }
 
-BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
+torch::Tensor ZScoreNonzero(torch::Tensor x) {
+  const torch::Tensor inside = x != 0;
+  const int64_t n = inside.sum().item<int64_t>();
+  if (n <= 1) return x;  // an empty channel stays 0
+  const torch::Tensor values = x.masked_select(inside);
+  return torch::where(inside, (x - values.mean()) / (values.std() + 1e-6), torch::zeros_like(x));
+}
+
+BratsCase LoadRawCase(const RawCase& c, const std::vector<int64_t>& label_values,
+                      bool with_labels) {
   BratsCase out;
   std::vector<torch::Tensor> channels;
-  std::string first_path;
+  for (const std::string& path : c.images) {
+    Volume v = ReadNifti(path);
+    if (channels.empty()) {
+      out.spacing = v.spacing;
+      out.space = v.space;
+    }
+    torch::Tensor x = VolumeTensor(std::move(v));  // (D, H, W)
+    if (!channels.empty() && x.sizes() != channels[0].sizes()) {
+      throw UsageError("'" + path + "' is " + SizeText(x) + " but '" + c.images[0] + "' is " +
+                       SizeText(channels[0]) + "; every volume of a case must have one size");
+    }
+    if (!torch::isfinite(x).all().item<bool>()) {
+      throw UsageError("'" + path + "' (case " + c.name +
+                       ") holds NaN or infinite voxels; fix or drop the case");
+    }
+    channels.push_back(ZScoreNonzero(std::move(x)));
+  }
+  out.image = torch::stack(channels).contiguous();  // (C, D, H, W)
+  if (!with_labels) return out;
+
+  torch::Tensor labels = VolumeTensor(ReadNifti(c.labels)).round().to(torch::kInt64);  // (D, H, W)
+  if (labels.sizes().vec() != out.image.sizes().slice(1).vec()) {
+    throw UsageError("'" + c.labels + "' is " + SizeText(labels) + " but the images are " +
+                     SizeText(out.image) + "; the segmentation must match them");
+  }
+  torch::Tensor classes = torch::full_like(labels, -1);
+  std::string declared;
+  for (size_t k = 0; k < label_values.size(); ++k) {
+    classes.masked_fill_(labels == label_values[k], static_cast<int64_t>(k));
+    declared += (k ? ", " : "") + std::to_string(label_values[k]);
+  }
+  if ((classes < 0).any().item<bool>()) {
+    const int64_t bad = labels.masked_select(classes < 0)[0].item<int64_t>();
+    throw UsageError("'" + c.labels + "' (case " + c.name + ") holds label " + std::to_string(bad) +
+                     "; the dataset's labels are " + declared);
+  }
+  out.labels = classes;
+  return out;
+}
+
+BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
+  RawCase c;
+  c.name = CaseName(case_dir);
   for (const char* modality : kBratsModalities) {
     const std::optional<std::string> path = BratsFile(case_dir, modality);
     if (!path) {
@@ -66,49 +117,17 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
                        CaseName(case_dir) + "_" + modality +
                        ".nii.gz'; a BraTS case holds flair, t1, t1ce, t2 (and seg)");
     }
-    Volume v = ReadNifti(*path);
-    if (channels.empty()) {
-      out.spacing = v.spacing;
-      out.space = v.space;
-      first_path = *path;
+    c.images.push_back(*path);
+  }
+  if (with_labels) {
+    const std::optional<std::string> seg = BratsFile(case_dir, "seg");
+    if (!seg) {
+      throw UsageError("case '" + case_dir + "' has no segmentation '" + CaseName(case_dir) +
+                       "_seg.nii.gz'; training needs one per case");
     }
-    torch::Tensor x = VolumeTensor(std::move(v));  // (D, H, W)
-    if (!channels.empty() && x.sizes() != channels[0].sizes()) {
-      throw UsageError("'" + *path + "' is " + SizeText(x) + " but '" + first_path + "' is " +
-                       SizeText(channels[0]) + "; every volume of a case must have one size");
-    }
-    // z-score over the brain (non-zero voxels); an empty channel stays 0.
-    const torch::Tensor brain = x != 0;
-    const int64_t n = brain.sum().item<int64_t>();
-    if (n > 1) {
-      const torch::Tensor values = x.masked_select(brain);
-      x = torch::where(brain, (x - values.mean()) / (values.std() + 1e-6), torch::zeros_like(x));
-    }
-    channels.push_back(x);
+    c.labels = *seg;
   }
-  out.image = torch::stack(channels).contiguous();  // (4, D, H, W)
-  if (!with_labels) return out;
-
-  const std::optional<std::string> seg = BratsFile(case_dir, "seg");
-  if (!seg) {
-    throw UsageError("case '" + case_dir + "' has no segmentation '" + CaseName(case_dir) +
-                     "_seg.nii.gz'; training needs one per case");
-  }
-  torch::Tensor labels = VolumeTensor(ReadNifti(*seg)).round().to(torch::kInt64);  // (D, H, W)
-  if (labels.sizes().vec() != out.image.sizes().slice(1).vec()) {
-    throw UsageError("'" + *seg + "' is " + SizeText(labels) + " but the modalities are " +
-                     SizeText(out.image) + "; the segmentation must match them");
-  }
-  torch::Tensor classes = torch::full_like(labels, -1);
-  for (int64_t label : {0, 1, 2, 4})
-    classes.masked_fill_(labels == label, BratsLabelToClass(label));
-  if ((classes < 0).any().item<bool>()) {
-    const int64_t bad = labels.masked_select(classes < 0)[0].item<int64_t>();
-    throw UsageError("'" + *seg + "' holds label " + std::to_string(bad) +
-                     "; BraTS segmentations hold 0, 1, 2 and 4 only");
-  }
-  out.labels = classes;
-  return out;
+  return LoadRawCase(c, kBratsLabels, with_labels);
 }
 
 NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) {

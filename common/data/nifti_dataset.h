@@ -31,15 +31,38 @@ constexpr std::array<const char*, 4> kBratsModalities{"flair", "t1", "t1ce", "t2
 
 // One case at its own size.
 struct BratsCase {
-  torch::Tensor image;   // (4, D, H, W) float32, each channel z-scored over non-zero voxels
-  torch::Tensor labels;  // (D, H, W) int64 classes 0..3; undefined when read without seg
-  std::array<double, 3> spacing{1, 1, 1};  // dx, dy, dz of the flair file (mm)
-  NiftiSpace space;                        // the flair file's qform and sform
+  torch::Tensor
+      image;  // (C, D, H, W) float32 (C = 4 for BraTS), each channel z-scored over non-zero voxels
+  torch::Tensor labels;  // (D, H, W) int64 classes; undefined when read without labels
+  std::array<double, 3> spacing{1, 1, 1};  // dx, dy, dz of the first image file (mm)
+  NiftiSpace space;                        // the first image file's qform and sform
 };
 
 // The path of `<case>_<suffix>.nii.gz` (or .nii) in `case_dir`; nullopt if
 // neither exists.
 std::optional<std::string> BratsFile(const std::string& case_dir, const std::string& suffix);
+
+// One case of a raw dataset: its image files (the channels, in order) and
+// its segmentation.
+struct RawCase {
+  std::string name;
+  std::vector<std::string> images;
+  std::string labels;  // empty when there is none
+};
+
+// BraTS' labels, class k having label kBratsLabels[k].
+inline const std::vector<int64_t> kBratsLabels{0, 1, 2, 4};
+
+// Reads a case: every image volume z-scored over its non-zero voxels
+// (ZScoreNonzero), the segmentation's labels mapped to classes (class k has
+// label label_values[k]). UsageError naming the case and file for volumes of
+// different sizes, NaN or infinite voxels, or a label not declared.
+BratsCase LoadRawCase(const RawCase& c, const std::vector<int64_t>& label_values, bool with_labels);
+
+// `x` (*S) z-scored over its non-zero voxels, 0 elsewhere (nnU-Net's
+// ZScoreNormalization with the non-zero mask); unchanged when it has fewer
+// than two non-zero voxels.
+torch::Tensor ZScoreNonzero(torch::Tensor x);
 
 // Reads a case folder; `with_labels` also reads and maps <case>_seg. All
 // volumes of a case must have one size. UsageError naming the file otherwise.

@@ -80,27 +80,44 @@ PatchDraw DrawPatch(const Config& config, int64_t position) {
   return d;
 }
 
-std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const torch::Tensor& mask,
+std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const Sample& whole,
                                  const std::vector<int>& patch) {
   const size_t dims = patch.size();
-  const std::vector<int64_t> shape(mask.sizes().end() - static_cast<int64_t>(dims),
-                                   mask.sizes().end());
+  const torch::Tensor& any = whole.mask.defined() ? whole.mask : whole.image;
+  const std::vector<int64_t> shape(any.sizes().end() - static_cast<int64_t>(dims),
+                                   any.sizes().end());
   std::vector<OriginRange> range;
   for (size_t a = 0; a < dims; ++a) range.push_back(RangeOn(shape[a], patch[a]));
   std::vector<int64_t> origin(dims);
 
   if (draw.foreground) {
-    const torch::Tensor flat = mask.reshape({-1});
-    const int64_t top = flat.numel() ? flat.max().item<int64_t>() : 0;
-    const torch::Tensor counts = torch::bincount(flat, {}, top + 1);  // (K,)
+    // The present foreground classes and, for the chosen one, its voxel.
     std::vector<int64_t> present;
-    for (int64_t k = 1; k <= top; ++k)
-      if (counts[k].item<int64_t>() > 0) present.push_back(k);
-    if (!present.empty()) {
-      const int64_t k = present[static_cast<size_t>(draw.class_u * present.size())];
-      const int64_t n = counts[k].item<int64_t>();
-      const int64_t which = std::min<int64_t>(static_cast<int64_t>(draw.voxel_u * n), n - 1);
-      const int64_t index = torch::nonzero(flat == k)[which][0].item<int64_t>();
+    int64_t index = -1;
+    if (!whole.class_locations.empty()) {
+      for (size_t k = 1; k < whole.class_locations.size(); ++k)
+        if (!whole.class_locations[k].empty()) present.push_back(static_cast<int64_t>(k));
+      if (!present.empty()) {
+        const auto& at = whole.class_locations[static_cast<size_t>(
+            present[static_cast<size_t>(draw.class_u * present.size())])];
+        index = at[std::min(static_cast<size_t>(draw.voxel_u * at.size()), at.size() - 1)];
+      }
+    } else {
+      if (!whole.mask.defined())
+        throw std::invalid_argument("PatchOrigin: a foreground patch needs the mask or locations");
+      const torch::Tensor flat = whole.mask.reshape({-1});
+      const int64_t top = flat.numel() ? flat.max().item<int64_t>() : 0;
+      const torch::Tensor counts = torch::bincount(flat, {}, top + 1);  // (K,)
+      for (int64_t k = 1; k <= top; ++k)
+        if (counts[k].item<int64_t>() > 0) present.push_back(k);
+      if (!present.empty()) {
+        const int64_t k = present[static_cast<size_t>(draw.class_u * present.size())];
+        const int64_t n = counts[k].item<int64_t>();
+        const int64_t which = std::min<int64_t>(static_cast<int64_t>(draw.voxel_u * n), n - 1);
+        index = torch::nonzero(flat == k)[which][0].item<int64_t>();
+      }
+    }
+    if (index >= 0) {
       const std::vector<int64_t> voxel = Unravel(index, shape);
       for (size_t a = 0; a < dims; ++a)
         origin[a] = std::clamp<int64_t>(voxel[a] - patch[a] / 2, range[a].lo, range[a].hi);
@@ -135,10 +152,8 @@ torch::Tensor CropWithPadding(const torch::Tensor& t, const std::vector<int64_t>
 }
 
 Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch) {
-  if (!whole.mask.defined())
-    throw std::invalid_argument("CutPatch: the case's mask places the patch; load it too");
   const size_t dims = patch.size();
-  const std::vector<int64_t> origin = PatchOrigin(draw, whole.mask, patch);
+  const std::vector<int64_t> origin = PatchOrigin(draw, whole, patch);
   // With scaling, the region of the case around the same centre that the
   // patch shows, resampled to the patch.
   std::vector<int64_t> region(dims), start(dims), target(patch.begin(), patch.end());
@@ -148,7 +163,7 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
     start[a] = origin[a] + patch[a] / 2 - region[a] / 2;
   }
   Sample out;
-  out.mask = CropWithPadding(whole.mask, start, region);  // (*region)
+  if (whole.mask.defined()) out.mask = CropWithPadding(whole.mask, start, region);  // (*region)
   if (whole.image.defined()) out.image = CropWithPadding(whole.image, start, region);
   if (region != target) {
     namespace F = torch::nn::functional;
@@ -164,12 +179,15 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
       }
       out.image = F::interpolate(out.image.unsqueeze(0), linear)[0];
     }
-    out.mask = F::interpolate(out.mask.unsqueeze(0).unsqueeze(0).to(torch::kFloat32),
-                              F::InterpolateFuncOptions().size(target).mode(torch::kNearest))[0][0]
-                   .to(torch::kInt64);
+    if (out.mask.defined()) {
+      out.mask =
+          F::interpolate(out.mask.unsqueeze(0).unsqueeze(0).to(torch::kFloat32),
+                         F::InterpolateFuncOptions().size(target).mode(torch::kNearest))[0][0]
+              .to(torch::kInt64);
+    }
   }
   if (draw.rot90 != 0) {
-    out.mask = torch::rot90(out.mask, draw.rot90, {-2, -1});
+    if (out.mask.defined()) out.mask = torch::rot90(out.mask, draw.rot90, {-2, -1});
     if (out.image.defined()) out.image = torch::rot90(out.image, draw.rot90, {-2, -1});
   }
   std::vector<int64_t> mask_axes, image_axes;
@@ -179,7 +197,7 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
     image_axes.push_back(static_cast<int64_t>(a) + 1);
   }
   if (!mask_axes.empty()) {
-    out.mask = out.mask.flip(mask_axes);
+    if (out.mask.defined()) out.mask = out.mask.flip(mask_axes);
     if (out.image.defined()) out.image = out.image.flip(image_axes);
   }
   if (out.image.defined()) {
@@ -189,7 +207,7 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
     if (draw.gamma != 1) out.image = AdjustGamma(out.image, draw.gamma);
     out.image = out.image.contiguous();
   }
-  out.mask = out.mask.contiguous();
+  if (out.mask.defined()) out.mask = out.mask.contiguous();
   return out;
 }
 

@@ -48,16 +48,18 @@ struct PatchDraw {
 // patch of `config.data.size` with the augmentations of config.data.augment.
 PatchDraw DrawPatch(const Config& config, int64_t position);
 
-// Where the patch starts on each axis of a case of `shape` (may be negative
-// when the case is smaller than the patch): a foreground draw is centred on
-// the chosen voxel of `mask` (*S) (a random place when the case has no
-// foreground), and kept inside the case where the case allows.
-std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const torch::Tensor& mask,
+// Where the patch starts on each axis of the case (may be negative when the
+// case is smaller than the patch): a foreground draw is centred on the chosen
+// voxel of a class present in the case, from `whole.class_locations` when the
+// case has them, else from `whole.mask` (*S) (a random place when the case
+// has no foreground), and kept inside the case where the case allows.
+std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const Sample& whole,
                                  const std::vector<int>& patch);
 
-// The patch of `whole` (image (C, *S') and mask (*S'), either may be
-// undefined when a process needs only one) that `draw` describes:
-// image (C, *patch) float32, mask (*patch) int64.
+// The patch of `whole` (image (C, *S') and mask (*S'); either may be
+// undefined when a process needs only one, the mask only when the case has
+// class locations) that `draw` describes: image (C, *patch) float32, mask
+// (*patch) int64.
 Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch);
 
 // `t` (..., *S) cut to `size` from `origin` on the last size.size() axes,

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "common/command_line.h"
+#include "common/data/case_cache.h"
 #include "common/data/dataset.h"
 #include "common/data/nifti_dataset.h"
 #include "common/errors.h"
@@ -24,7 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool IsCase(const fs::path& dir) { return BratsFile(dir.string(), "flair").has_value(); }
+bool IsCase(const fs::path& dir) {
+  std::error_code ec;
+  return BratsFile(dir.string(), "flair").has_value() || fs::exists(dir / "case.json", ec);
+}
 
 // How one input is predicted: the window and the options of the command.
 struct PredictOptions {
@@ -102,34 +106,83 @@ void Predict2d(TrainedModel& model, const std::string& path, const fs::path& out
               ClassShares(classes, model.config.model.num_classes)));
 }
 
-void Predict3d(TrainedModel& model, const std::string& case_dir, const fs::path& out,
+// A 3-D input on its original voxel grid, prepared as training saw it.
+struct Volume3d {
+  std::string name;
+  torch::Tensor image;  // (C, D, H, W) float32, z-scored
+  std::array<double, 3> spacing{1, 1, 1};
+  NiftiSpace space;
+  std::vector<int64_t> label_values;  // class k is written as label [k]
+};
+
+// A BraTS case folder, or one case of a preprocessed cache (its crop pasted
+// back into the original grid).
+Volume3d LoadVolume3d(const std::string& path) {
+  Volume3d v;
+  v.name = fs::path(path).filename().string();
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "case.json", ec)) {
+    const CacheCaseMeta meta = ReadCaseMeta(path);
+    const std::string cache = fs::path(path).parent_path().string();
+    v.label_values = ReadCacheIndex(cache).label_values;
+    const torch::Tensor cropped = ReadNpyTensor((fs::path(path) / "image.npy").string());
+    std::vector<int64_t> full{meta.channels};
+    full.insert(full.end(), meta.original_shape.begin(), meta.original_shape.end());
+    v.image = torch::zeros(full);
+    torch::Tensor at = v.image;
+    for (int64_t a = 0; a < 3; ++a) at = at.narrow(a + 1, meta.crop_begin[a], meta.shape[a]);
+    at.copy_(cropped);
+    v.spacing = meta.spacing;
+    v.space = meta.space;
+    return v;
+  }
+  BratsCase c = LoadBratsCase(path, /*with_labels=*/false);
+  v.image = std::move(c.image);
+  v.spacing = c.spacing;
+  v.space = c.space;
+  v.label_values = kBratsLabels;
+  return v;
+}
+
+// Predicts inside the box of non-zero voxels (where training cases were
+// cropped to) and writes the segmentation on the input's whole grid, with
+// its qform and sform; background outside the box.
+void Predict3d(TrainedModel& model, const std::string& path, const fs::path& out,
                const torch::Device& device, const PredictOptions& options) {
-  const BratsCase c = LoadBratsCase(case_dir, /*with_labels=*/false);
-  const torch::Tensor input = c.image.unsqueeze(0);                           // (1, 4, D, H, W)
-  const torch::Tensor logits = PredictLogits(model, input, device, options);  // (K, D, H, W)
-  const torch::Tensor classes = Classes(logits);                              // (D, H, W)
-  const std::string name = fs::path(case_dir).filename().string();
-  if (options.save_logits) SaveLogits(out, name, input, logits);
+  const Volume3d v = LoadVolume3d(path);
+  std::vector<int64_t> begin, size;
+  NonzeroBox(v.image, &begin, &size);
+  torch::Tensor input = v.image;
+  for (int64_t a = 0; a < 3; ++a) input = input.narrow(a + 1, begin[a], size[a]);
+  input = input.unsqueeze(0).contiguous();                                    // (1, C, *box)
+  const torch::Tensor logits = PredictLogits(model, input, device, options);  // (K, *box)
+  if (options.save_logits) SaveLogits(out, v.name, input, logits);
+  torch::Tensor classes = torch::zeros(v.image.sizes().slice(1), torch::kUInt8);  // (D, H, W)
+  torch::Tensor inside = classes;
+  for (int64_t a = 0; a < 3; ++a) inside = inside.narrow(a, begin[a], size[a]);
+  inside.copy_(Classes(logits));
 
-  Volume seg;  // the whole prediction as BraTS labels, where the input lies
+  Volume seg;  // the labels, where the input lies
   seg.dims = {classes.size(2), classes.size(1), classes.size(0)};
-  seg.spacing = c.spacing;
-  seg.space = c.space;
-  const torch::Tensor labels = torch::where(classes == 3, torch::full_like(classes, 4), classes);
-  const torch::Tensor as_float = labels.to(torch::kFloat32).contiguous();
-  seg.voxels.assign(as_float.data_ptr<float>(), as_float.data_ptr<float>() + as_float.numel());
-  WriteNifti((out / (name + "_seg.nii.gz")).string(), seg, NiftiStorage::kUInt8);
+  seg.spacing = v.spacing;
+  seg.space = v.space;
+  const torch::Tensor values = torch::tensor(v.label_values, torch::kFloat32);
+  const torch::Tensor labels = values.index_select(0, classes.flatten().to(torch::kInt64));
+  seg.voxels.assign(labels.data_ptr<float>(), labels.data_ptr<float>() + labels.numel());
+  WriteNifti((out / (v.name + "_seg.nii.gz")).string(), seg, NiftiStorage::kUInt8);
 
-  // The middle axial slice over the flair channel, scaled to 0..255.
+  // The middle axial slice over the first channel, scaled to 0..255.
   const int64_t z = classes.size(0) / 2;
-  torch::Tensor flair = c.image[0][z];  // (H, W)
-  const float lo = flair.min().item<float>(), hi = flair.max().item<float>();
-  flair = ((flair - lo) / std::max(hi - lo, 1e-6f) * 255).round().to(torch::kUInt8).contiguous();
-  PngImage base{static_cast<int>(flair.size(1)), static_cast<int>(flair.size(0)), 1, Bytes(flair)};
-  WriteMaskAndOverlay(out, name, base, classes[z].contiguous());
-  LogInfo(Str(name, ": ", seg.dims[0], "x", seg.dims[1], "x", seg.dims[2], ", ",
-              WindowsText({classes.size(0), classes.size(1), classes.size(2)}, options),
-              ", classes ", ClassShares(classes, model.config.model.num_classes)));
+  torch::Tensor base_slice = v.image[0][z];  // (H, W)
+  const float lo = base_slice.min().item<float>(), hi = base_slice.max().item<float>();
+  base_slice =
+      ((base_slice - lo) / std::max(hi - lo, 1e-6f) * 255).round().to(torch::kUInt8).contiguous();
+  PngImage base{static_cast<int>(base_slice.size(1)), static_cast<int>(base_slice.size(0)), 1,
+                Bytes(base_slice)};
+  WriteMaskAndOverlay(out, v.name, base, classes[z].contiguous());
+  LogInfo(Str(v.name, ": ", seg.dims[0], "x", seg.dims[1], "x", seg.dims[2], " (box ", size[2], "x",
+              size[1], "x", size[0], "), ", WindowsText(size, options), ", classes ",
+              ClassShares(classes, model.config.model.num_classes)));
 }
 
 torch::Device PickDevice(const std::string& requested, const Config& config) {
@@ -166,8 +219,9 @@ std::vector<std::string> ListPredictInputs(const std::string& path, int dims) {
     }
     if (out.empty()) {
       throw UsageError("--input " + path +
-                       ": no BraTS case there; give a case folder (CASE/CASE_flair.nii.gz, "
-                       "_t1, _t1ce, _t2) or a folder of cases");
+                       ": no 3-D case there; give a BraTS case folder (CASE/CASE_flair.nii.gz, "
+                       "_t1, _t1ce, _t2), a preprocessed cache or one of its cases, or a folder "
+                       "of cases");
     }
   }
   std::sort(out.begin(), out.end());

@@ -10,6 +10,7 @@
 
 #include "common/command_line.h"
 #include "common/errors.h"
+#include "common/fs_util.h"
 #include "common/nifti_io.h"
 #include "common/png_io.h"
 
@@ -72,9 +73,10 @@ void WriteImagePair(const fs::path& dir, int index, int size, Rng& rng) {
   WritePng((dir / "masks" / name).string(), m);
 }
 
-// One BraTS-layout case: a brain ball with a tumour (oedema 2 around
-// necrosis 1 around enhancing 4) off its centre.
-void WriteCase(const fs::path& root, int index, int n, Rng& rng) {
+// One case: a brain ball with a tumour (oedema 2 around necrosis 1 around
+// enhancing 4) off its centre, in the BraTS layout under `root` and in
+// nnU-Net's raw layout under `nnunet` (labels 0..3, channels _0000.._0003).
+void WriteCase(const fs::path& root, const fs::path& nnunet, int index, int n, Rng& rng) {
   char name[16];
   std::snprintf(name, sizeof name, "case%02d", index);
   const fs::path dir = root / name;
@@ -118,6 +120,14 @@ void WriteCase(const fs::path& root, int index, int n, Rng& rng) {
                NiftiStorage::kInt16);
   }
   WriteNifti((dir / (std::string(name) + "_seg.nii.gz")).string(), seg, NiftiStorage::kUInt8);
+  for (int m = 0; m < 4; ++m) {
+    WriteNifti((nnunet / "imagesTr" / (std::string(name) + "_000" + std::to_string(m) + ".nii.gz"))
+                   .string(),
+               modality[m], NiftiStorage::kInt16);
+  }
+  for (float& v : seg.voxels) v = v == 4 ? 3 : v;  // nnU-Net numbers labels 0..K-1
+  WriteNifti((nnunet / "labelsTr" / (std::string(name) + ".nii.gz")).string(), seg,
+             NiftiStorage::kUInt8);
 }
 
 }  // namespace
@@ -125,13 +135,18 @@ void WriteCase(const fs::path& root, int index, int n, Rng& rng) {
 void WriteSampleData(const std::string& dir, const SampleDataOptions& o) {
   const fs::path root(dir);
   std::error_code ec;
-  for (const char* sub : {"images", "masks", "brats"}) {
+  for (const char* sub : {"images", "masks", "brats", "nnunet/imagesTr", "nnunet/labelsTr"}) {
     fs::create_directories(root / sub, ec);
     if (ec) throw UsageError("cannot create '" + (root / sub).string() + "': " + ec.message());
   }
   Rng rng(o.seed);
   for (int i = 0; i < o.images; ++i) WriteImagePair(root, i, o.image_size, rng);
-  for (int i = 0; i < o.cases; ++i) WriteCase(root / "brats", i, o.case_size, rng);
+  for (int i = 0; i < o.cases; ++i) WriteCase(root / "brats", root / "nnunet", i, o.case_size, rng);
+  WriteFileAtomic((root / "nnunet" / "dataset.json").string(),
+                  "{\"channel_names\": {\"0\": \"FLAIR\", \"1\": \"T1w\", \"2\": \"T1gd\", "
+                  "\"3\": \"T2w\"},\n \"labels\": {\"background\": 0, \"necrotic core\": 1, "
+                  "\"oedema\": 2, \"enhancing tumour\": 3},\n \"numTraining\": " +
+                      std::to_string(o.cases) + ", \"file_ending\": \".nii.gz\"}\n");
 }
 
 int MakeSampleDataCommand(int argc, char** argv) {
@@ -161,7 +176,8 @@ int MakeSampleDataCommand(int argc, char** argv) {
   WriteSampleData(dir, o);
   std::cout << "wrote " << o.images << " images (4-channel " << o.image_size << "x" << o.image_size
             << " PNG) with masks to " << dir << "/images and " << dir << "/masks, and " << o.cases
-            << " BraTS-layout NIfTI cases (" << o.case_size << "^3) to " << dir << "/brats\n";
+            << " BraTS-layout NIfTI cases (" << o.case_size << "^3) to " << dir
+            << "/brats, the same in nnU-Net's raw layout to " << dir << "/nnunet\n";
   return 0;
 }
 

@@ -27,11 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-CommandResult Up(std::vector<std::string> args, double timeout_s = 300) {
-  args.insert(args.begin(), BinPath("unet-pipeline"));
-  return RunCommand(args, timeout_s);
-}
-
 size_t CountFiles(const std::string& dir, const std::string& suffix) {
   size_t n = 0;
   std::error_code ec;
@@ -90,6 +85,13 @@ TEST_F(SampleData, WritesImagesMasksAndCases) {
   const Volume seg = ReadNifti(Data() + "/brats/case00/case00_seg.nii.gz");
   const std::set<float> labels(seg.voxels.begin(), seg.voxels.end());
   EXPECT_EQ(labels, (std::set<float>{0, 1, 2, 4}));
+  // The same cases in nnU-Net's raw layout: labels 0..3, one file per channel.
+  EXPECT_TRUE(fs::exists(Data() + "/nnunet/dataset.json"));
+  EXPECT_TRUE(fs::exists(Data() + "/nnunet/imagesTr/case01_0003.nii.gz"));
+  const Volume nn = ReadNifti(Data() + "/nnunet/labelsTr/case00.nii.gz");
+  EXPECT_EQ(std::set<float>(nn.voxels.begin(), nn.voxels.end()), (std::set<float>{0, 1, 2, 3}));
+  EXPECT_EQ(ReadNifti(Data() + "/nnunet/imagesTr/case00_0000.nii.gz").voxels,
+            ReadNifti(Data() + "/brats/case00/case00_flair.nii.gz").voxels);
 }
 
 TEST_F(SampleData, RunFolderHoldsCurvesAndPerProcessLogs) {
@@ -272,8 +274,10 @@ TEST_F(SampleData, NiftiCasesTrainAndPredict) {
   EXPECT_EQ(flair.space.sform_code, 1);
   EXPECT_TRUE(seg.space == flair.space);
   EXPECT_EQ(seg.spacing, flair.spacing);
-  // A 32^3 window over a 40^3 case at overlap 0.5: 2 windows per axis.
-  EXPECT_NE(r.output.find("case01: 40x40x40, 8 windows"), std::string::npos) << r.output;
+  // Predicted inside the brain's box (36^3 of the 40^3 case, as training
+  // crops); a 32^3 window over it at overlap 0.5: 2 windows per axis.
+  EXPECT_NE(r.output.find("case01: 40x40x40 (box 36x36x36), 8 windows"), std::string::npos)
+      << r.output;
 
   // The blended logits are MONAI's sliding_window_inference over the same
   // network and input, plain and with test-time mirroring.

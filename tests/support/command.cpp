@@ -174,4 +174,9 @@ std::vector<std::string> ErrorLines(const std::string& output) {
   return out;
 }
 
+CommandResult Up(std::vector<std::string> args, double timeout_s) {
+  args.insert(args.begin(), BinPath("unet-pipeline"));
+  return RunCommand(args, timeout_s);
+}
+
 }  // namespace up::test

@@ -15,6 +15,9 @@ struct CommandResult {
 // and reports exit code -1 with "TIMEOUT" appended to the output).
 CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s = 300);
 
+// `unet-pipeline ARGS...`, the built launcher.
+CommandResult Up(std::vector<std::string> args, double timeout_s = 300);
+
 // A program started in the background (output captured), for tests that
 // signal it while it runs.
 class BackgroundCommand {
