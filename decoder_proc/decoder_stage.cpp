@@ -52,7 +52,7 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
     leaf.requires_grad_(true);
     (i == 0 ? b.bottleneck : b.skips.emplace_back()) = leaf;
   }
-  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
+  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb, SampleParts::kMasks);
   torch::Tensor masks = batch.masks.to(device_);  // (n, *S)
   std::vector<torch::Tensor> outputs;             // [0]: (n, K, *S); deep supervision: coarser ones
   torch::Tensor loss;                             // ()

@@ -39,7 +39,7 @@ void EncoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport
 
 void EncoderStage::Forward(int64_t step, int mb) {
   TraceSpan span(Str("forward m", mb), "compute");
-  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb);
+  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb, SampleParts::kImages);
   Boundary out;  // bottleneck (n, 2F, S/2^L), skips[i] (n, F[i], S/2^i)
   AutocastScope autocast(config_.train, device_);
   if (recompute_) {

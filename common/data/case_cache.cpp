@@ -330,12 +330,16 @@ CacheDataset::CacheDataset(const ModelConfig& model, const DataConfig& data) : r
   }
 }
 
-Sample CacheDataset::Get(int64_t index) const {
+Sample CacheDataset::Get(int64_t index) const { return GetParts(index, SampleParts::kBoth); }
+
+Sample CacheDataset::GetParts(int64_t index, SampleParts parts) const {
   const CacheCaseMeta& m = cases_.at(static_cast<size_t>(index));
   const fs::path dir = fs::path(root_) / m.name;
   Sample s;
-  s.image = ReadNpyTensor((dir / "image.npy").string());                    // (C, D, H, W)
-  s.mask = ReadNpyTensor((dir / "labels.npy").string()).to(torch::kInt64);  // (D, H, W)
+  if (parts != SampleParts::kMasks)
+    s.image = ReadNpyTensor((dir / "image.npy").string());  // (C, D, H, W)
+  if (parts != SampleParts::kImages)
+    s.mask = ReadNpyTensor((dir / "labels.npy").string()).to(torch::kInt64);  // (D, H, W)
   s.class_locations = m.class_locations;
   return s;
 }

@@ -89,6 +89,9 @@ class CacheDataset : public Dataset {
   CacheDataset(const ModelConfig& model, const DataConfig& data);
   int64_t size() const override { return static_cast<int64_t>(cases_.size()); }
   Sample Get(int64_t index) const override;
+  // The image alone, or the labels alone, each with the class locations that
+  // place a foreground patch the same in every process.
+  Sample GetParts(int64_t index, SampleParts parts) const override;
   bool WholeCases() const override { return true; }
 
  private:

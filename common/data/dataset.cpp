@@ -182,19 +182,22 @@ std::unique_ptr<Dataset> MakeDataset(const Config& config) {
   return std::make_unique<SyntheticDataset>(config.model, config.data, config.train.seed);
 }
 
-MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t step,
-                          int micro_batch) {
+MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t step, int micro_batch,
+                          SampleParts parts) {
   const int64_t n = config.train.batch_size / config.train.micro_batches;
   std::vector<torch::Tensor> images, masks;
   for (int64_t j = 0; j < n; ++j) {
     const int64_t position = step * config.train.batch_size + micro_batch * n + j;
-    Sample s = data.Get(SampleIndex(data.size(), config.train.seed, position));
+    Sample s = data.GetParts(SampleIndex(data.size(), config.train.seed, position), parts);
     if (data.WholeCases() || !config.data.augment.empty())
       s = CutPatch(s, DrawPatch(config, position), config.data.size);
-    images.push_back(s.image);
-    masks.push_back(s.mask);
+    if (parts != SampleParts::kMasks) images.push_back(s.image);
+    if (parts != SampleParts::kImages) masks.push_back(s.mask);
   }
-  return {torch::stack(images), torch::stack(masks)};
+  MicroBatch b;
+  if (!images.empty()) b.images = torch::stack(images);
+  if (!masks.empty()) b.masks = torch::stack(masks);
+  return b;
 }
 
 }  // namespace up

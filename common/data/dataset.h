@@ -27,6 +27,10 @@ struct Sample {
   std::vector<std::vector<int64_t>> class_locations;
 };
 
+// What a process needs of a sample: the encoder the image, the decoder the
+// mask, the single-process trainer both.
+enum class SampleParts { kBoth, kImages, kMasks };
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -36,6 +40,9 @@ class Dataset {
   // cuts patches of data.size (patch_sampler.h); otherwise samples are
   // data.size already.
   virtual bool WholeCases() const { return false; }
+  // Get, reading only `parts` where the dataset can (the other may come
+  // back undefined); by default the whole sample.
+  virtual Sample GetParts(int64_t index, SampleParts parts) const { return Get(index); }
 };
 
 // Shapes of several classes (disc/ball, square/cube, diamond) on noise; each
@@ -89,7 +96,10 @@ struct MicroBatch {
   torch::Tensor images;  // (n, C, *S) float32
   torch::Tensor masks;   // (n, *S) int64
 };
-MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t step, int micro_batch);
+// With `parts`, only those are read where the dataset allows; the tensor of
+// the other part is then undefined.
+MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t step, int micro_batch,
+                          SampleParts parts = SampleParts::kBoth);
 
 // Index of the `position`-th sample of the stream (exposed for tests).
 int64_t SampleIndex(int64_t dataset_size, uint64_t seed, int64_t position);

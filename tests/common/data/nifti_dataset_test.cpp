@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/data/case_cache.h"
+#include "common/data/raw_dataset.h"
 #include "common/errors.h"
 #include "common/nifti_io.h"
 
@@ -107,6 +109,49 @@ TEST_F(NiftiData, GetsWholeCasesAndTrainsOnPatchesOfDataSize) {
   // x: 12 -> 16 pads 2 on each side: the first two columns are padding (0).
   EXPECT_EQ(mb.images[0][0].select(2, 0).abs().max().item<float>(), 0.f);
   EXPECT_EQ(mb.images[0][0].select(2, 1).abs().max().item<float>(), 0.f);
+}
+
+// The encoder reads only images and the decoder only labels from a cache;
+// the class locations place every foreground patch the same for both.
+TEST_F(NiftiData, CacheReadsOnlyThePartEachProcessNeedsAndCutsTheSamePatch) {
+  WriteCase("a", 12);
+  WriteCase("b", 10);
+  const RawDataset raw = ListRawDataset(root_.string());
+  const std::string cache = (root_ / "cache").string();
+  fs::create_directories(cache);
+  std::string why;
+  for (const RawCase& c : raw.cases)
+    EXPECT_EQ(PreprocessCase(raw, c, cache, &why), CacheOutcome::kWritten);
+  WriteCacheIndex(raw, cache);
+  config_.data.kind = "cache";
+  config_.data.path = cache;
+  config_.data.foreground_fraction = 1.0;
+  // Every augmentation but scale (its nearest resampling may drop this
+  // case's two-voxel foreground, which the last check looks for).
+  config_.data.augment = {"rot90", "mirror", "noise", "brightness", "contrast", "gamma"};
+  config_.train.batch_size = 4;
+  config_.train.micro_batches = 2;
+  const auto data = MakeDataset(config_);
+  ASSERT_EQ(data->size(), 2);
+  const Sample images = data->GetParts(0, SampleParts::kImages);
+  EXPECT_TRUE(images.image.defined());
+  EXPECT_FALSE(images.mask.defined());
+  EXPECT_FALSE(images.class_locations.empty());
+  EXPECT_FALSE(data->GetParts(0, SampleParts::kMasks).image.defined());
+  for (int64_t step = 0; step < 3; ++step) {
+    for (int mb = 0; mb < 2; ++mb) {
+      const MicroBatch both = LoadMicroBatch(*data, config_, step, mb);
+      const MicroBatch enc = LoadMicroBatch(*data, config_, step, mb, SampleParts::kImages);
+      const MicroBatch dec = LoadMicroBatch(*data, config_, step, mb, SampleParts::kMasks);
+      EXPECT_FALSE(enc.masks.defined());
+      EXPECT_FALSE(dec.images.defined());
+      EXPECT_TRUE(torch::equal(both.images, enc.images)) << step << " " << mb;
+      EXPECT_TRUE(torch::equal(both.masks, dec.masks)) << step << " " << mb;
+      // Every patch centred on foreground holds some.
+      for (int64_t j = 0; j < both.masks.size(0); ++j)
+        EXPECT_GT((both.masks[j] > 0).sum().item<int64_t>(), 0) << step << " " << mb << " " << j;
+    }
+  }
 }
 
 TEST_F(NiftiData, LabelMapping) {
