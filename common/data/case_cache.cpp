@@ -137,6 +137,15 @@ void NonzeroBox(const torch::Tensor& image, std::vector<int64_t>* begin,
   }
 }
 
+torch::Tensor BoxView(const torch::Tensor& t, const std::vector<int64_t>& begin,
+                      const std::vector<int64_t>& size) {
+  const int64_t lead = t.dim() - static_cast<int64_t>(size.size());
+  torch::Tensor v = t;
+  for (size_t a = 0; a < size.size(); ++a)
+    v = v.narrow(lead + static_cast<int64_t>(a), begin[a], size[a]);
+  return v;
+}
+
 torch::Tensor ReadNpyTensor(const std::string& path) {
   auto* bytes = new std::vector<uint8_t>();
   const NpyHeader h = ReadNpy(path, bytes);
@@ -256,13 +265,9 @@ CacheOutcome PreprocessCase(const RawDataset& dataset, const RawCase& c, const s
   m.source_stamp = stamp;
   std::vector<int64_t> size;
   NonzeroBox(raw.image, &m.crop_begin, &size);
-  torch::Tensor image = raw.image, labels = raw.labels;
-  for (int64_t a = 0; a < 3; ++a) {
-    image = image.narrow(a + 1, m.crop_begin[a], size[a]);
-    labels = labels.narrow(a, m.crop_begin[a], size[a]);
-  }
-  image = image.contiguous();                      // (C, D, H, W)
-  labels = labels.to(torch::kUInt8).contiguous();  // (D, H, W)
+  const torch::Tensor image = BoxView(raw.image, m.crop_begin, size).contiguous();  // (C, D, H, W)
+  const torch::Tensor labels =
+      BoxView(raw.labels, m.crop_begin, size).to(torch::kUInt8).contiguous();  // (D, H, W)
   m.shape = size;
   m.class_locations =
       ClassLocations(labels.to(torch::kInt64), static_cast<int64_t>(dataset.label_values.size()));

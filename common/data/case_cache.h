@@ -80,6 +80,11 @@ torch::Tensor ReadNpyTensor(const std::string& path);
 void NonzeroBox(const torch::Tensor& image, std::vector<int64_t>* begin,
                 std::vector<int64_t>* size);
 
+// A view of `t` (..., *S) narrowed to the box at `begin` of `size` on its
+// last size.size() axes.
+torch::Tensor BoxView(const torch::Tensor& t, const std::vector<int64_t>& begin,
+                      const std::vector<int64_t>& size);
+
 // `data.kind: cache`: the cases cache.json lists. The constructor reads
 // every case.json and checks it fits the model (channels, classes) and that
 // each array has the size its header and metadata give; Get reads a whole

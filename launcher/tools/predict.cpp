@@ -129,9 +129,7 @@ Volume3d LoadVolume3d(const std::string& path) {
     std::vector<int64_t> full{meta.channels};
     full.insert(full.end(), meta.original_shape.begin(), meta.original_shape.end());
     v.image = torch::zeros(full);
-    torch::Tensor at = v.image;
-    for (int64_t a = 0; a < 3; ++a) at = at.narrow(a + 1, meta.crop_begin[a], meta.shape[a]);
-    at.copy_(cropped);
+    BoxView(v.image, meta.crop_begin, meta.shape).copy_(cropped);
     v.spacing = meta.spacing;
     v.space = meta.space;
     return v;
@@ -152,15 +150,12 @@ void Predict3d(TrainedModel& model, const std::string& path, const fs::path& out
   const Volume3d v = LoadVolume3d(path);
   std::vector<int64_t> begin, size;
   NonzeroBox(v.image, &begin, &size);
-  torch::Tensor input = v.image;
-  for (int64_t a = 0; a < 3; ++a) input = input.narrow(a + 1, begin[a], size[a]);
-  input = input.unsqueeze(0).contiguous();                                    // (1, C, *box)
+  const torch::Tensor input =
+      BoxView(v.image, begin, size).unsqueeze(0).contiguous();                // (1, C, *box)
   const torch::Tensor logits = PredictLogits(model, input, device, options);  // (K, *box)
   if (options.save_logits) SaveLogits(out, v.name, input, logits);
   torch::Tensor classes = torch::zeros(v.image.sizes().slice(1), torch::kUInt8);  // (D, H, W)
-  torch::Tensor inside = classes;
-  for (int64_t a = 0; a < 3; ++a) inside = inside.narrow(a, begin[a], size[a]);
-  inside.copy_(Classes(logits));
+  BoxView(classes, begin, size).copy_(Classes(logits));
 
   Volume seg;  // the labels, where the input lies
   seg.dims = {classes.size(2), classes.size(1), classes.size(0)};
