@@ -59,6 +59,8 @@ const std::vector<std::string>& LeafKeys() {
       "data.samples",
       "data.foreground_fraction",
       "data.augment",
+      "data.validation",
+      "data.workers",
       "train.batch_size",
       "train.micro_batches",
       "train.steps",
@@ -81,6 +83,8 @@ const std::vector<std::string>& LeafKeys() {
       "train.threads",
       "checkpoint.every",
       "checkpoint.keep",
+      "validate.every",
+      "validate.overlap",
       "pipeline.transport",
       "pipeline.activations",
       "pipeline.schedule",
@@ -105,6 +109,7 @@ const std::vector<std::string>& SectionKeys() {
       "train",
       "train.loss_scale",
       "checkpoint",
+      "validate",
       "pipeline",
       "pipeline.stages",
       "pipeline.stages.encoder",
@@ -862,6 +867,31 @@ void ReadData(const Reader& r, int dims, DataConfig* d) {
   } else if (d->kind == "nifti" || d->kind == "cache") {
     d->augment = AugmentationNames();
   }
+  r.Int("data.workers", &d->workers, {0, 64});
+  if (r.Has("data.validation")) {
+    const YAML::Node& node = r.Node("data.validation");
+    const std::string what =
+        "expected a share of the cases in [0, 1) (nnU-Net's folds: 0.2) or a list of case names";
+    if (node.IsSequence()) {
+      d->validation_cases.clear();
+      for (const auto& item : node) {
+        if (!item.IsScalar() || item.Scalar().empty()) r.FailAt("data.validation", "", what);
+        d->validation_cases.push_back(item.Scalar());
+      }
+      d->validation = 0;
+    } else if (node.IsNull()) {
+      d->validation = 0;
+      d->validation_cases.clear();
+    } else {
+      r.Real("data.validation", &d->validation, {0.0, false, true, 1.0});
+      d->validation_cases.clear();
+    }
+  }
+}
+
+void ReadValidate(const Reader& r, ValidateConfig* v) {
+  r.Int("validate.every", &v->every, kAtLeast0);
+  r.Real("validate.overlap", &v->overlap, {0.0, false, true, 1.0});
 }
 
 void ReadTrain(const Reader& r, TrainConfig* t) {
@@ -910,6 +940,13 @@ void ReadPipeline(const Reader& r, PipelineConfig* p) {
 // The rules that tie several keys together.
 void CheckConsistency(const Reader& r, const Config& c) {
   const ModelConfig& m = c.model;
+  for (const char* key : {"validate.every", "validate.overlap"}) {
+    if (r.Has(key) && !c.data.HasValidation()) {
+      r.FailAt(key, "",
+               "there is no validation without data.validation; set it to a share of the cases "
+               "(0.2) or a list of case names");
+    }
+  }
   if (m.norm == "group") {
     long long g = 2LL * m.features.back();
     for (int f : m.features) g = std::gcd(g, static_cast<long long>(f));
@@ -1038,6 +1075,7 @@ Config Resolve(const YAML::Node* root, const std::string& origin, const std::str
   ReadData(reader, c.model.dims, &c.data);
   ReadTrain(reader, &c.train);
   ReadCheckpoint(reader, &c.checkpoint);
+  ReadValidate(reader, &c.validate);
   ReadPipeline(reader, &c.pipeline);
   CheckConsistency(reader, c);
   return c;
@@ -1132,6 +1170,16 @@ std::string DumpConfig(const Config& c) {
   line(2, "samples", num(c.data.samples));
   line(2, "foreground_fraction", FormatDouble(c.data.foreground_fraction));
   line(2, "augment", "[" + Join(c.data.augment, ", ") + "]");
+  // Written only when set, so a config without them dumps (and hashes) as
+  // before.
+  if (c.data.workers > 0) line(2, "workers", num(c.data.workers));
+  if (!c.data.validation_cases.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& name : c.data.validation_cases) quoted.push_back(Quote(name));
+    line(2, "validation", "[" + Join(quoted, ", ") + "]");
+  } else if (c.data.validation > 0) {
+    line(2, "validation", FormatDouble(c.data.validation));
+  }
 
   const TrainConfig& t = c.train;
   line(0, "train", "");
@@ -1160,6 +1208,12 @@ std::string DumpConfig(const Config& c) {
   line(0, "checkpoint", "");
   line(2, "every", num(c.checkpoint.every));
   line(2, "keep", num(c.checkpoint.keep));
+
+  if (c.data.HasValidation()) {
+    line(0, "validate", "");
+    line(2, "every", num(c.validate.every));
+    line(2, "overlap", FormatDouble(c.validate.overlap));
+  }
 
   const PipelineConfig& p = c.pipeline;
   line(0, "pipeline", "");

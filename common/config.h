@@ -52,6 +52,14 @@ struct DataConfig {
   // order applied; resolved: every one of AugmentationNames() for nifti and cache when the
   // key is not given, none otherwise.
   std::vector<std::string> augment;
+  // Cases held out for validation (common/data/validation_split.h): a seeded
+  // share in [0, 1), or (instead) these cases by name. Neither: none.
+  double validation = 0;
+  std::vector<std::string> validation_cases;
+  // Background threads that prepare the next micro-batches while the current
+  // one trains (common/data/batch_loader.h); 0: on the trainer's thread.
+  int workers = 0;
+  bool HasValidation() const { return validation > 0 || !validation_cases.empty(); }
 };
 
 // Every augmentation data.augment may name, in the order they are applied.
@@ -84,6 +92,13 @@ struct TrainConfig {
   int threads = 1;                        // >= 1, torch intra-op threads per process
 };
 
+// The validation pass over data.validation's cases (sliding-window
+// prediction of each whole case, Dice per class and region).
+struct ValidateConfig {
+  int every = 0;         // every N steps, and after the last; 0 = after the last only; >= 0
+  double overlap = 0.5;  // sliding-window overlap, [0, 1)
+};
+
 struct CheckpointConfig {
   int every = 0;  // save every N steps (0 = only at the end); >= 0
   int keep = 3;   // newest checkpoints kept; >= 1
@@ -112,6 +127,7 @@ struct Config {
   TrainConfig train;
   CheckpointConfig checkpoint;
   PipelineConfig pipeline;
+  ValidateConfig validate;
 };
 
 // Loads `path` (may be empty: defaults only) and applies `overrides`, each

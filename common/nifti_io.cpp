@@ -69,6 +69,16 @@ int64_t FirstNonFinite(const void* data, int64_t count) {
 
 }  // namespace
 
+std::array<int64_t, 3> ReadNiftiDims(const std::string& path) {
+  nifti_set_debug_level(0);
+  ImagePtr image(nifti_image_read(path.c_str(), /*read_data=*/0));
+  if (!image) {
+    throw UsageError("cannot read '" + path +
+                     "' as a NIfTI volume (not a NIfTI-1/2 file, or missing); replace the file");
+  }
+  return {image->nx, image->ny, image->nz};
+}
+
 Volume ReadNifti(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {

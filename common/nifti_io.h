@@ -45,6 +45,9 @@ struct Volume {
 // Reads a 3-D scalar volume (a 4-D file is accepted when its 4th axis is 1).
 Volume ReadNifti(const std::string& path);
 
+// The volume's size (nx, ny, nz) from its header alone; UsageError as ReadNifti.
+std::array<int64_t, 3> ReadNiftiDims(const std::string& path);
+
 // How voxels are stored when writing.
 enum class NiftiStorage { kUInt8, kInt16, kFloat32 };
 

@@ -117,6 +117,36 @@ void Panel(std::ostringstream& svg, const std::vector<MetricsPoint>& points, dou
   svg << "</g>\n";
 }
 
+// The validation Dice: its points joined across the steps without one, as
+// <polyline class="val_dice"> and a <circle> per point, with a legend.
+void ValidationSeries(std::ostringstream& svg, const std::vector<MetricsPoint>& points, double top,
+                      const Scale& x, const std::vector<double>& y_ticks) {
+  const Scale y{y_ticks.front(), y_ticks.back(), top + kPanelHeight, top};
+  std::string run;
+  std::ostringstream dots;
+  for (const MetricsPoint& p : points) {
+    if (!std::isfinite(p.val_dice)) continue;
+    const std::string px = Num(x(static_cast<double>(p.step))), py = Num(y(p.val_dice));
+    run += (run.empty() ? "" : " ") + px + "," + py;
+    dots << "<circle class=\"val_dice\" cx=\"" << px << "\" cy=\"" << py
+         << "\" r=\"3\" fill=\"#2ca02c\"/>\n";
+  }
+  if (run.empty()) return;
+  svg << "<g class=\"panel-val_dice\">\n<polyline class=\"val_dice\" fill=\"none\" "
+         "stroke=\"#2ca02c\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\" points=\""
+      << run << "\"/>\n"
+      << dots.str();
+  const double lx = kWidth - kRight - 150, ly = top + 16;
+  svg << "<line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly - 4) << "\" x2=\"" << Num(lx + 20)
+      << "\" y2=\"" << Num(ly - 4) << "\" stroke=\"#d62728\" stroke-width=\"1.8\"/>\n"
+      << "<text x=\"" << Num(lx + 26) << "\" y=\"" << Num(ly) << "\">training</text>\n"
+      << "<line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly + 12) << "\" x2=\"" << Num(lx + 20)
+      << "\" y2=\"" << Num(ly + 12) << "\" stroke=\"#2ca02c\" stroke-width=\"1.5\" "
+      << "stroke-dasharray=\"5,3\"/>\n"
+      << "<text x=\"" << Num(lx + 26) << "\" y=\"" << Num(ly + 16)
+      << "\">validation</text>\n</g>\n";
+}
+
 double LossOf(const MetricsPoint& p) { return p.loss; }
 double DiceOf(const MetricsPoint& p) { return p.dice; }
 
@@ -130,7 +160,8 @@ std::vector<MetricsPoint> ReadMetricsFile(const std::string& path) {
     try {
       const YAML::Node line = YAML::Load(text);
       if (!line.IsMap() || !line["step"]) continue;
-      out.push_back({line["step"].as<int64_t>(), Field(line, "loss"), Field(line, "dice")});
+      out.push_back({line["step"].as<int64_t>(), Field(line, "loss"), Field(line, "dice"),
+                     Field(line, "val_dice")});
     } catch (const YAML::Exception&) {
       // A torn line (the process died while appending): not a step.
     }
@@ -190,6 +221,7 @@ std::string TrainingCurvesSvg(const std::vector<MetricsPoint>& points, const std
         "#1f77b4");
   Panel(svg, points, kTop + kPanelHeight + kPanelGap, "dice", "Dice (mean over foreground classes)",
         DiceOf, x, x_ticks, NiceTicks(0, 1, 5), "#d62728");
+  ValidationSeries(svg, points, kTop + kPanelHeight + kPanelGap, x, NiceTicks(0, 1, 5));
   svg << "<text x=\"" << Num((kLeft + kWidth - kRight) / 2) << "\" y=\"" << Num(height - 8)
       << "\" text-anchor=\"middle\">optimizer step</text>\n";
   svg << "</svg>\n";

@@ -1,5 +1,7 @@
 // Training curves as an SVG file: loss and Dice per optimizer step, two
-// stacked panels with their own axes, written into the run folder at the end
+// stacked panels with their own axes (the Dice panel also draws the
+// validation Dice, `val_dice`, at the steps that have it, as points joined
+// by a dashed line), written into the run folder at the end
 // of every run (pipeline and --single-process alike).
 //
 // Torch-free and dependency-free: the SVG is plain text any browser shows.
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,8 +22,9 @@ constexpr const char* kCurvesFile = "curves.svg";
 
 struct MetricsPoint {
   int64_t step = 0;
-  double loss = 0;  // NaN when the line held null
-  double dice = 0;  // NaN when the line held null
+  double loss = 0;                                             // NaN when the line held null
+  double dice = 0;                                             // NaN when the line held null
+  double val_dice = std::numeric_limits<double>::quiet_NaN();  // NaN: no validation at this step
 };
 
 // Every line of a metrics.jsonl file that has a `step`, in file order. Lines

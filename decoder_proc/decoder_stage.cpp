@@ -4,6 +4,7 @@
 #include "common/deadline.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/model/eval_mode.h"
 #include "common/model/loss.h"
 #include "common/model/precision.h"
 #include "common/test_hooks.h"
@@ -22,14 +23,18 @@ DecoderStage::DecoderStage(const Config& config, ipc::TensorSender& to_encoder,
       loss_(MakeLossSpec(config)) {}
 
 void DecoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport* report) {
+  if (a.op == ipc::Op::kValPredict) {
+    ValPredict(step, a, report);
+    return;
+  }
   if (a.op != ipc::Op::kForwardBackward) NotMine(a);
   report->loss += ForwardBackward(step, a.micro_batch, &report->dice_counts);
   BackwardDone(report);
 }
 
-double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
-  TraceSpan span(Str("forward+backward m", mb), "compute");
-  ipc::TensorMessage in = from_encoder_.Receive(After(config_.pipeline.timeout_s));
+Boundary DecoderStage::ReceiveBoundary(int64_t step, int mb, ipc::TensorMessage* message) {
+  ipc::TensorMessage& in = *message;
+  in = from_encoder_.Receive(After(config_.pipeline.timeout_s));
   if (in.meta.step != static_cast<uint64_t>(step) ||
       in.meta.micro_batch != static_cast<uint32_t>(mb) ||
       in.meta.direction != ipc::Direction::kForward || in.tensors.size() != spec_.names.size()) {
@@ -47,12 +52,47 @@ double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>*
                          in.tensors[i].name + "' " + c10::str(t.sizes()) + ", expected '" +
                          spec_.names[i] + "' " + c10::str(spec_.shapes[i]));
     }
-    // A leaf: on the CPU it views the ring's slot, on a GPU it is a copy.
-    torch::Tensor leaf = device_.is_cpu() ? t : t.to(device_);
-    leaf.requires_grad_(true);
-    (i == 0 ? b.bottleneck : b.skips.emplace_back()) = leaf;
+    // On the CPU it views the ring's slot, on a GPU it is a copy.
+    (i == 0 ? b.bottleneck : b.skips.emplace_back()) = device_.is_cpu() ? t : t.to(device_);
   }
-  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb, SampleParts::kMasks);
+  return b;
+}
+
+void DecoderStage::ValPredict(int64_t step, const ipc::Action& a, ipc::TurnReport* report) {
+  const ValidationSet& val = validation(a);
+  const ValidationBatch& batch = val.Batch(a.micro_batch);
+  TraceSpan span(Str("validation predict v", a.micro_batch), "compute");
+  ipc::TensorMessage in;
+  const Boundary b = ReceiveBoundary(step, a.micro_batch, &in);
+  torch::Tensor logits;  // (n, K, *w)
+  {
+    EvalMode eval(*module_);
+    AutocastScope autocast(config_.train, device_);
+    logits = model_->forward(b)[0].to(torch::kFloat32);
+  }
+  from_encoder_.Release(in);
+  if (batch.first == 0)
+    val_blend_.emplace(val.cases->SpatialShape(batch.case_index), ValidationWindows(config_));
+  if (!val_blend_)
+    throw RuntimeError(Str("decoder: VP", a.micro_batch, " before its case's first"));
+  val_blend_->Blend(batch.first, batch.count, logits);
+  if (!batch.last) return;
+  const torch::Tensor pred = val_blend_->Result().argmax(1).squeeze(0);  // (*S) int64
+  val_blend_.reset();
+  const torch::Tensor truth = val.cases->GetParts(batch.case_index, SampleParts::kMasks).mask;
+  const std::vector<int64_t> counts = ValidationCounts(pred, truth, val.entries);
+  report->val_counts.insert(report->val_counts.end(), counts.begin(), counts.end());
+  ++report->val_cases;
+}
+
+double DecoderStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
+  TraceSpan span(Str("forward+backward m", mb), "compute");
+  ipc::TensorMessage in;
+  Boundary b = ReceiveBoundary(step, mb, &in);
+  // Autograd leaves: their gradients are what goes back to the encoder.
+  b.bottleneck.requires_grad_(true);
+  for (torch::Tensor& s : b.skips) s.requires_grad_(true);
+  MicroBatch batch = loader_->Get(step, mb);
   torch::Tensor masks = batch.masks.to(device_);  // (n, *S)
   std::vector<torch::Tensor> outputs;             // [0]: (n, K, *S); deep supervision: coarser ones
   torch::Tensor loss;                             // ()

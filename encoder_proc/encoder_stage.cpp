@@ -4,6 +4,7 @@
 #include "common/deadline.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/model/eval_mode.h"
 #include "common/model/precision.h"
 #include "common/test_hooks.h"
 #include "common/trace.h"
@@ -32,6 +33,9 @@ void EncoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport
       Backward(step, a.micro_batch);
       BackwardDone(report);
       break;
+    case ipc::Op::kValForward:
+      ValForward(step, a);
+      break;
     default:
       NotMine(a);
   }
@@ -39,7 +43,7 @@ void EncoderStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport
 
 void EncoderStage::Forward(int64_t step, int mb) {
   TraceSpan span(Str("forward m", mb), "compute");
-  MicroBatch batch = LoadMicroBatch(*data_, config_, step, mb, SampleParts::kImages);
+  MicroBatch batch = loader_->Get(step, mb);
   Boundary out;  // bottleneck (n, 2F, S/2^L), skips[i] (n, F[i], S/2^i)
   AutocastScope autocast(config_.train, device_);
   if (recompute_) {
@@ -49,14 +53,44 @@ void EncoderStage::Forward(int64_t step, int mb) {
   } else {
     out = model_->forward(batch.images.to(device_));
   }
+  TestHookPoint("encoder", "forward", step + 1);
+  SendBoundary(step, mb, out);
+  if (!recompute_) kept_[mb] = std::move(out);
+}
+
+void EncoderStage::SendBoundary(int64_t step, int mb, const Boundary& out) {
   std::vector<ipc::NamedTensor> wire{{"bottleneck", out.bottleneck}};
   for (size_t i = 0; i < out.skips.size(); ++i)
     wire.push_back({"skip" + std::to_string(i), out.skips[i]});
-  TestHookPoint("encoder", "forward", step + 1);
   to_decoder_.Send(
       {static_cast<uint64_t>(step), static_cast<uint32_t>(mb), ipc::Direction::kForward}, wire,
       After(config_.pipeline.timeout_s));
-  if (!recompute_) kept_[mb] = std::move(out);
+}
+
+void EncoderStage::ValForward(int64_t step, const ipc::Action& a) {
+  const ValidationSet& val = validation(a);
+  const ValidationBatch& batch = val.Batch(a.micro_batch);
+  TraceSpan span(Str("validation forward v", a.micro_batch), "compute");
+  if (batch.case_index != val_case_) {
+    val_windows_.emplace(val.cases->SpatialShape(batch.case_index), ValidationWindows(config_));
+    val_image_ = val_windows_->Pad(
+        val.cases->GetParts(batch.case_index, SampleParts::kImages).image.unsqueeze(0));
+    val_case_ = batch.case_index;
+  }
+  const torch::Tensor windows =
+      val_windows_->Windows(val_image_, batch.first, batch.count, val.batch);  // (n, C, *w)
+  Boundary out;
+  {
+    EvalMode eval(*module_);
+    AutocastScope autocast(config_.train, device_);
+    out = model_->forward(windows.to(device_));
+  }
+  SendBoundary(step, a.micro_batch, out);
+  if (batch.last) {
+    val_case_ = -1;
+    val_windows_.reset();
+    val_image_ = torch::Tensor();
+  }
 }
 
 Boundary EncoderStage::Recompute(int mb) {

@@ -8,6 +8,9 @@
 //         down, so autograd sums both gradients exactly as in one process.
 //   S:    clip with the global norm (this stage's norms, then the decoder's)
 //         and step.
+//   VF(v): validation batch v: cut its windows from the validation case
+//         (zero windows fill it to a micro-batch), forward in eval mode
+//         without a graph, send the boundary. Nothing is kept.
 // With `pipeline.activations: recompute`, F runs without a graph and keeps
 // only the micro-batch's input (on the host); B re-runs the forward with
 // gradients first, with BatchNorm's running statistics saved and restored
@@ -17,7 +20,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 
+#include "common/model/sliding_window.h"
 #include "common/model/unet.h"
 #include "stage/training_stage.h"
 
@@ -36,6 +41,8 @@ class EncoderStage : public stage::TrainingStage {
   void Forward(int64_t step, int micro_batch);
   void Backward(int64_t step, int micro_batch);
   Boundary Recompute(int micro_batch);  // the forward again, with a graph
+  void ValForward(int64_t step, const ipc::Action& action);
+  void SendBoundary(int64_t step, int micro_batch, const Boundary& out);
 
   ipc::TensorSender& to_decoder_;
   ipc::TensorReceiver& from_decoder_;
@@ -43,6 +50,10 @@ class EncoderStage : public stage::TrainingStage {
   bool recompute_;
   std::map<int, Boundary> kept_;         // keep: forwarded, waiting for their backward
   std::map<int, torch::Tensor> inputs_;  // recompute: (n, C, *S) inputs on the host
+  // Validation: the case whose windows VF cuts, and its padded image.
+  int64_t val_case_ = -1;
+  std::optional<SlidingWindow> val_windows_;
+  torch::Tensor val_image_;  // (1, C, *P) on the host
 };
 
 }  // namespace up

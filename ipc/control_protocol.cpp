@@ -64,6 +64,10 @@ std::string ActionName(const Action& a) {
       return "FB" + std::to_string(a.micro_batch);
     case Op::kStep:
       return "S";
+    case Op::kValForward:
+      return "VF" + std::to_string(a.micro_batch);
+    case Op::kValPredict:
+      return "VP" + std::to_string(a.micro_batch);
   }
   return "?";
 }
@@ -139,7 +143,7 @@ TurnRequest DecodeTurn(const ControlMessage& m) {
   for (uint32_t i = 0; i < n; ++i) {
     Action a;
     const uint32_t op = r.U32();
-    if (op < 1 || op > 4)
+    if (op < 1 || op > 6)
       throw RuntimeError("malformed Turn message: unknown op " + std::to_string(op));
     a.op = static_cast<Op>(op);
     a.micro_batch = static_cast<int32_t>(r.I64());
@@ -164,7 +168,10 @@ ControlMessage Encode(const TurnReport& m) {
       .I64(m.tensor_bytes)
       .I64(m.turn_peak_tensor_bytes)
       .I64(m.compute_peak_tensor_bytes)
-      .I64(m.step_peak_tensor_bytes);
+      .I64(m.step_peak_tensor_bytes)
+      .I64Vec(m.val_counts)
+      .I64(m.val_cases)
+      .F64(m.data_wait_s);
   return Message(MsgType::kTurnDone, w.Take());
 }
 
@@ -185,6 +192,14 @@ TurnReport DecodeTurnDone(const ControlMessage& m) {
   t.turn_peak_tensor_bytes = r.I64();
   t.compute_peak_tensor_bytes = r.I64();
   t.step_peak_tensor_bytes = r.I64();
+  t.val_counts = r.I64Vec();
+  t.val_cases = r.I64();
+  t.data_wait_s = r.F64();
+  if (t.val_cases < 0 || (t.val_cases == 0) != t.val_counts.empty() ||
+      (t.val_cases > 0 && t.val_counts.size() % static_cast<size_t>(t.val_cases) != 0)) {
+    throw RuntimeError("malformed TurnDone message: " + std::to_string(t.val_counts.size()) +
+                       " validation counts for " + std::to_string(t.val_cases) + " cases");
+  }
   r.ExpectDone();
   return t;
 }

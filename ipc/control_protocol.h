@@ -29,8 +29,9 @@
 
 namespace up::ipc {
 
-// 2: fp16 outcome and tensor bytes in the reports; 3: peaks per phase.
-inline constexpr uint32_t kProtocolVersion = 3;
+// 2: fp16 outcome and tensor bytes in the reports; 3: peaks per phase;
+// 4: validation (VF, VP and the report's validation counts), data_wait_s.
+inline constexpr uint32_t kProtocolVersion = 4;
 
 enum class MsgType : uint32_t {
   kHello = 1,
@@ -54,13 +55,18 @@ enum class Op : uint32_t {
   kBackward = 2,         // encoder: receive the boundary's gradients, backward
   kForwardBackward = 3,  // decoder: receive, forward, loss, backward, send grads
   kStep = 4,             // clip (global norm) and step the optimizer
+  // Validation, between steps, changing no training state: the action's
+  // micro_batch is the index of a batch of the validation plan
+  // (common/window_grid.h ValidationPlan).
+  kValForward = 5,  // encoder: forward the batch's windows without a graph, send the boundary
+  kValPredict = 6,  // decoder: receive, forward, blend; after a case's last batch, count it
 };
 struct Action {
   Op op = Op::kForward;
   int32_t micro_batch = -1;  // -1 for kStep
   bool operator==(const Action& o) const { return op == o.op && micro_batch == o.micro_batch; }
 };
-std::string ActionName(const Action& action);  // "F3", "B0", "FB1", "S"
+std::string ActionName(const Action& action);  // "F3", "B0", "FB1", "S", "VF2", "VP2"
 // A turn's actions, space-separated: "FB0 FB1 S".
 std::string ActionsText(const std::vector<Action>& actions);
 
@@ -98,6 +104,11 @@ struct TurnReport {
   // (0 without S): what `plan` extrapolates, each on its own line.
   int64_t compute_peak_tensor_bytes = 0;
   int64_t step_peak_tensor_bytes = 0;
+  // Decoder, VP: each validation case completed in this turn, in plan
+  // order, as ValidationCounts (TP, FP, FN per entry), one after another.
+  std::vector<int64_t> val_counts;
+  int64_t val_cases = 0;   // how many cases val_counts holds
+  double data_wait_s = 0;  // time this turn waited for its micro-batches (batch_loader.h)
 };
 
 struct SaveRequest {

@@ -15,6 +15,7 @@
 #include "bench/bench_cli.h"
 #include "common/command_line.h"
 #include "common/data/dataset.h"
+#include "common/data/validation_split.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/model/bundle_unet.h"
@@ -82,12 +83,18 @@ std::string DefaultOut(const std::string& config_path) {
 // the bundle's level files (torchscript) and the dataset.
 void CheckData(const Config& config) {
   if (config.model.kind == "torchscript") CheckBundleLevels(config.model);
-  if (config.data.kind == "synthetic") return;
-  const std::unique_ptr<Dataset> data = MakeDataset(config);
+  if (config.data.kind == "synthetic" && !config.data.HasValidation()) return;
+  const std::unique_ptr<Dataset> data = MakeDataset(config);  // the training cases
   if (config.data.kind == "folder") {
     for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
   }
-  LogInfo(Str("data: ", data->size(), " samples in ", config.data.path));
+  const std::unique_ptr<ValidationSet> val = MakeValidationSet(config);  // its split, checked
+  const int64_t held = val ? val->cases->size() : 0;
+  LogInfo(
+      Str("data: ", data->size(), " samples for training",
+          val ? Str(", ", held, " for validation (", val->plan.size(), " window batches a pass)")
+              : std::string(),
+          " in ", config.data.path.empty() ? config.data.kind : config.data.path));
 }
 
 int Train(int argc, char** argv) {

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "common/byte_size.h"
+#include "common/data/validation_split.h"
 #include "common/deadline.h"
 #include "common/errors.h"
 #include "common/fs_util.h"
@@ -259,6 +261,85 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                              FitSuggestions(config, false)));
     }
   };
+  // Runs the phases of `list` for step `step`: grants each turn (the device
+  // lock), lets the next phase's parked stage prefetch, and folds each report
+  // into the stage's figures before handing it to `on_report`.
+  std::vector<float> norms[2];  // the step's grad norms per stage, for the other's S
+  double held_s[2] = {0, 0};    // time each stage held its turns this step
+  const auto run_phases =
+      [&](int64_t step, const std::vector<Phase>& list,
+          const std::function<void(StageId, const ipc::TurnReport&)>& on_report) {
+        int64_t turn_start_us[2] = {0, 0};
+        std::string turn_text[2];
+        for (size_t k = 0; k < list.size(); ++k) {
+          const Phase& phase = list[k];
+          std::vector<StageId> waiting;
+          std::string doing;
+          for (const Turn& turn : phase.turns) {
+            StageLink& s = stages[turn.stage];
+            bool acquired;
+            {
+              TraceSpan lock_wait(trace_event::kLockWait, "lock");
+              acquired = locks.TryAcquire(s.device, turn.stage);
+            }
+            if (!acquired) {
+              throw RuntimeError(std::string("schedule error: ") + s.device +
+                                 " is held while granting " + TurnText(step, turn));
+            }
+            ipc::TurnRequest req{step, turn.actions, {}};
+            const bool steps =
+                std::any_of(turn.actions.begin(), turn.actions.end(),
+                            [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
+            if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
+            LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
+            // The turn starts when granted: a stage may begin before Send returns.
+            turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
+            stages.Send(s, ipc::Encode(req), TurnText(step, turn));
+            TestHookPoint("launcher", "turn", step + 1);
+            turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
+            waiting.push_back(turn.stage);
+            if (!doing.empty()) doing += ", ";
+            doing += TurnText(step, turn);
+          }
+          // pipeline.prefetch: the next phase's parked stage starts loading its
+          // state now, while this phase computes.
+          if (prefetch && k + 1 < list.size()) {
+            for (const Turn& next : list[k + 1].turns) {
+              if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
+                stages.Send(stages[next.stage], ipc::EncodePrefetch(), doing);
+            }
+          }
+          const auto phase_start = Clock::now();
+          while (!waiting.empty()) {
+            auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
+            const ipc::TurnReport report = ipc::DecodeTurnDone(m);
+            StageLink& s = stages[id];
+            locks.Release(s.device, id);
+            TraceComplete(
+                std::string(trace_event::kTurnHeld) + ": " + turn_text[static_cast<int>(id)],
+                "turn", turn_start_us[static_cast<int>(id)], MonotonicMicros());
+            waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+            s.busy_s += report.busy_s;
+            s.rss_bytes = report.rss_bytes;
+            s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
+            s.tensor_bytes = report.tensor_bytes;
+            s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
+            s.turn_peak_tensor_bytes = report.turn_peak_tensor_bytes;
+            s.residue_tensor_bytes = std::max(s.residue_tensor_bytes, report.tensor_bytes);
+            s.compute_peak_tensor_bytes =
+                std::max(s.compute_peak_tensor_bytes, report.compute_peak_tensor_bytes);
+            s.step_peak_tensor_bytes =
+                std::max(s.step_peak_tensor_bytes, report.step_peak_tensor_bytes);
+            note_device_total(s, turn_text[static_cast<int>(id)]);
+            held_s[static_cast<int>(id)] +=
+                std::chrono::duration<double>(Clock::now() - phase_start).count();
+            if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
+            on_report(id, report);
+          }
+        }
+      };
+
+  const std::unique_ptr<ValidationSet> validation = MakeValidationSet(config);
   const int64_t start = resume ? resume->step : 0;
   Progress progress("pipeline", t.steps);
   SkipWatch skips;
@@ -267,79 +348,20 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   int64_t completed = start;
   for (int64_t step = start; step < t.steps; ++step) {
     const auto step_start = Clock::now();
-    std::vector<float> norms[2];
+    norms[0].clear();
+    norms[1].clear();
+    held_s[0] = held_s[1] = 0;
     double loss = 0;
     DiceCounter dice(config.model.num_classes);
     std::optional<ipc::TurnReport> stepped[2];  // fp16: each stage's step outcome
-    double held_s[2] = {0, 0};
-    int64_t turn_start_us[2] = {0, 0};
-    std::string turn_text[2];
-    for (size_t k = 0; k < phases.size(); ++k) {
-      const Phase& phase = phases[k];
-      std::vector<StageId> waiting;
-      std::string doing;
-      for (const Turn& turn : phase.turns) {
-        StageLink& s = stages[turn.stage];
-        bool acquired;
-        {
-          TraceSpan lock_wait(trace_event::kLockWait, "lock");
-          acquired = locks.TryAcquire(s.device, turn.stage);
-        }
-        if (!acquired) {
-          throw RuntimeError(std::string("schedule error: ") + s.device +
-                             " is held while granting " + TurnText(step, turn));
-        }
-        ipc::TurnRequest req{step, turn.actions, {}};
-        const bool steps = std::any_of(turn.actions.begin(), turn.actions.end(),
-                                       [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
-        if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
-        LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
-        // The turn starts when granted: a stage may begin before Send returns.
-        turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
-        stages.Send(s, ipc::Encode(req), TurnText(step, turn));
-        TestHookPoint("launcher", "turn", step + 1);
-        turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
-        waiting.push_back(turn.stage);
-        if (!doing.empty()) doing += ", ";
-        doing += TurnText(step, turn);
-      }
-      // pipeline.prefetch: the next phase's parked stage starts loading its
-      // state now, while this phase computes.
-      if (prefetch && k + 1 < phases.size()) {
-        for (const Turn& next : phases[k + 1].turns) {
-          if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
-            stages.Send(stages[next.stage], ipc::EncodePrefetch(), doing);
-        }
-      }
-      const auto phase_start = Clock::now();
-      while (!waiting.empty()) {
-        auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
-        const ipc::TurnReport report = ipc::DecodeTurnDone(m);
-        StageLink& s = stages[id];
-        locks.Release(s.device, id);
-        TraceComplete(std::string(trace_event::kTurnHeld) + ": " + turn_text[static_cast<int>(id)],
-                      "turn", turn_start_us[static_cast<int>(id)], MonotonicMicros());
-        waiting.erase(std::find(waiting.begin(), waiting.end(), id));
-        s.busy_s += report.busy_s;
-        s.rss_bytes = report.rss_bytes;
-        s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
-        s.tensor_bytes = report.tensor_bytes;
-        s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
-        s.turn_peak_tensor_bytes = report.turn_peak_tensor_bytes;
-        s.residue_tensor_bytes = std::max(s.residue_tensor_bytes, report.tensor_bytes);
-        s.compute_peak_tensor_bytes =
-            std::max(s.compute_peak_tensor_bytes, report.compute_peak_tensor_bytes);
-        s.step_peak_tensor_bytes =
-            std::max(s.step_peak_tensor_bytes, report.step_peak_tensor_bytes);
-        note_device_total(s, turn_text[static_cast<int>(id)]);
-        held_s[static_cast<int>(id)] +=
-            std::chrono::duration<double>(Clock::now() - phase_start).count();
-        if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
-        if (!report.dice_counts.empty()) dice.AddCounts(report.dice_counts);
-        if (report.loss_scale > 0) stepped[static_cast<int>(id)] = report;
-        loss += report.loss;
-      }
-    }
+    double data_wait_s = 0;
+    run_phases(step, phases, [&](StageId id, const ipc::TurnReport& report) {
+      data_wait_s += report.data_wait_s;
+      if (!report.dice_counts.empty()) dice.AddCounts(report.dice_counts);
+      if (report.loss_scale > 0) stepped[static_cast<int>(id)] = report;
+      loss += report.loss;
+    });
+    const double step_held_s[2] = {held_s[0], held_s[1]};  // before any validation
     const double step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
     std::optional<Fp16Record> fp16;
     if (t.precision == "fp16") {
@@ -355,14 +377,40 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       }
       fp16 = skips.Note(step, d->loss_scale, d->skipped);
     }
-    AppendStepMetrics(run, t, step, loss, dice.Mean(), step_s, fp16);
+    const StepEnd end = DecideStepEnd(config, step);
+    std::optional<ValidationRecord> val;
+    bool best = false;
+    if (end.validate) {  // through the stages, the training state untouched
+      const auto val_start = Clock::now();
+      std::vector<std::vector<int64_t>> cases;
+      run_phases(step,
+                 ValidationSchedule(static_cast<int64_t>(validation->plan.size()), t.micro_batches,
+                                    !lock_on),
+                 [&](StageId, const ipc::TurnReport& report) {
+                   if (report.val_cases == 0) return;
+                   const size_t per_case = report.val_counts.size() / report.val_cases;
+                   for (size_t c = 0; c < static_cast<size_t>(report.val_cases); ++c)
+                     cases.emplace_back(report.val_counts.begin() + c * per_case,
+                                        report.val_counts.begin() + (c + 1) * per_case);
+                 });
+      if (static_cast<int64_t>(cases.size()) != validation->cases->size()) {
+        throw RuntimeError(Str("validation after step ", step + 1, ": the decoder scored ",
+                               cases.size(), " of ", validation->cases->size(), " cases"));
+      }
+      val = FinishValidation(cases, validation->entries, step,
+                             std::chrono::duration<double>(Clock::now() - val_start).count(),
+                             &summary, &best);
+      progress.Validated(val->scores.mean);
+    }
+    AppendStepMetrics(run, t, step, loss, dice.Mean(), step_s, data_wait_s, fp16,
+                      val ? &*val : nullptr);
     char turns[192];
     const StageLink& e = stages[StageId::kEncoder];
     const StageLink& d = stages[StageId::kDecoder];
     std::snprintf(turns, sizeof(turns),
                   "%s: encoder %.0f%% decoder %.0f%%  rss: encoder %.0f MiB decoder %.0f MiB%s",
-                  lock_on ? "device turns" : "busy", 100 * held_s[0] / step_s,
-                  100 * held_s[1] / step_s, e.rss_bytes / 1048576.0, d.rss_bytes / 1048576.0,
+                  lock_on ? "device turns" : "busy", 100 * step_held_s[0] / step_s,
+                  100 * step_held_s[1] / step_s, e.rss_bytes / 1048576.0, d.rss_bytes / 1048576.0,
                   enc_device.is_cuda() || dec_device.is_cuda()
                       ? Str("  device peak: encoder ", e.device_peak_bytes >> 20, " MiB decoder ",
                             d.device_peak_bytes >> 20, " MiB")
@@ -374,8 +422,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                       d.peak_tensor_bytes >> 20, " MiB (live/peak)"));
     summary.final_loss = loss;
 
-    const StepEnd end = DecideStepEnd(config, step);
-    if (end.checkpoint) {
+    if (end.checkpoint || best) {
       const std::string doing = "checkpoint of step " + std::to_string(step + 1);
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
@@ -404,6 +451,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       TestHookPoint("launcher", "save", step + 1);
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
+    if (best) KeepBestCheckpoint(run.path(), step + 1);
     completed = step + 1;
     if (end.stopping) {
       WarnStopped(completed, run);

@@ -29,10 +29,12 @@ std::string FormatDuration(double s) {
 }
 
 std::string FormatProgress(const ProgressFields& f) {
-  char line[256];
-  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  dice %.3f  %.1f samples/s  eta %s",
+  char val[32] = "";
+  if (f.val_dice >= 0) std::snprintf(val, sizeof val, "  val %.3f", f.val_dice);
+  char line[288];
+  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  dice %.3f%s  %.1f samples/s  eta %s",
                 static_cast<long long>(f.step), static_cast<long long>(f.total), f.loss, f.dice,
-                f.samples_per_s, FormatDuration(f.eta_s).c_str());
+                val, f.samples_per_s, FormatDuration(f.eta_s).c_str());
   return std::string(line) + (f.extra.empty() ? "" : " | " + f.extra);
 }
 
@@ -61,9 +63,9 @@ void Progress::Step(int64_t step, double loss, double dice, double samples_per_s
   // The ETA from the steps this process ran (a resumed run starts later).
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double per_step = elapsed / static_cast<double>(step - first_step_ + 1);
-  const ProgressFields fields{step, total_,        loss,
-                              dice, samples_per_s, per_step * static_cast<double>(total_ - step),
-                              extra};
+  const ProgressFields fields{step,  total_,        loss,
+                              dice,  samples_per_s, per_step * static_cast<double>(total_ - step),
+                              extra, val_dice_};
   const std::string line = FormatProgress(fields);
   const bool plain_due =
       every_step_ ||

@@ -21,11 +21,13 @@ struct ProgressFields {
   double loss = 0;
   double dice = 0;
   double samples_per_s = 0;
-  double eta_s = -1;  // < 0: unknown
-  std::string extra;  // appended after " | " when not empty
+  double eta_s = -1;     // < 0: unknown
+  std::string extra;     // appended after " | " when not empty
+  double val_dice = -1;  // the last validation's mean Dice; < 0 (or NaN): none yet
 };
 
-// "step 12/20  loss 0.4123  dice 0.712  85.3 samples/s  eta 1m05s | extra".
+// "step 12/20  loss 0.4123  dice 0.712  val 0.655  85.3 samples/s  eta 1m05s | extra"
+// ("val" once a validation has run).
 std::string FormatProgress(const ProgressFields& f);
 // "5s", "1m05s", "2h03m"; "?" when negative or not finite.
 std::string FormatDuration(double seconds);
@@ -44,6 +46,8 @@ class Progress {
   // `extra` is appended (the pipeline: device turns and memory per stage).
   void Step(int64_t step, double loss, double dice, double samples_per_s,
             const std::string& extra = "");
+  // The line shows `val_dice` from now on.
+  void Validated(double val_dice) { val_dice_ = val_dice; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -55,6 +59,7 @@ class Progress {
   Clock::time_point last_line_;  // the last plain line (terminal: to the files)
   Clock::time_point last_draw_;  // the last redraw of the live line
   int64_t first_step_ = -1;
+  double val_dice_ = -1;
 };
 
 }  // namespace up

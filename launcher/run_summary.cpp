@@ -4,6 +4,7 @@
 #include "common/logging.h"
 #include "common/model/loss_scale.h"
 #include "common/model/stage_optimizer.h"
+#include "launcher/progress.h"
 #include "launcher/stop_signal.h"
 
 namespace up {
@@ -28,20 +29,48 @@ Fp16Record SkipWatch::Note(int64_t step, double loss_scale, bool skipped) {
 }
 
 void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
-                       double step_s, const std::optional<Fp16Record>& fp16) {
+                       double step_s, double data_wait_s, const std::optional<Fp16Record>& fp16,
+                       const ValidationRecord* validation) {
   JsonWriter line;
   line.Field("step", step + 1)
       .Field("loss", loss)
       .Field("dice", dice)
       .Field("lr", ScheduledLr(t, step))
       .Field("step_s", step_s)
-      .Field("samples_per_s", t.batch_size / step_s);
+      .Field("samples_per_s", t.batch_size / step_s)
+      .Field("data_wait_s", data_wait_s);
   if (fp16) {
     line.Field("loss_scale", fp16->loss_scale)
         .Field("skipped", fp16->skipped)
         .Field("skipped_steps", fp16->skipped_steps);
   }
+  if (validation) {
+    line.Field("val_dice", validation->scores.mean);
+    for (size_t e = 0; e < validation->entries->size(); ++e)
+      line.Field("val_dice_" + (*validation->entries)[e].key, validation->scores.per_entry[e]);
+    line.Field("val_cases", validation->scores.cases).Field("val_s", validation->seconds);
+  }
   run.AppendMetrics(line.str());
+}
+
+ValidationRecord FinishValidation(const std::vector<std::vector<int64_t>>& case_counts,
+                                  const std::vector<ValidationEntry>& entries, int64_t step,
+                                  double seconds, TrainSummary* summary, bool* best) {
+  ValidationRecord r{ScoreValidation(case_counts, entries), &entries, seconds};
+  *best = summary->best.Offer(r.scores, step + 1);
+  summary->val_dice = r.scores.mean;
+  std::string parts;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%.3f", r.scores.per_entry[e]);
+    parts += (parts.empty() ? "" : ", ") + entries[e].key + " " + value;
+  }
+  char mean[32];
+  std::snprintf(mean, sizeof mean, "%.4f", r.scores.mean);
+  LogInfo(Str("validation after step ", step + 1, ": val_dice ", mean, " (", parts, ") over ",
+              r.scores.cases, r.scores.cases == 1 ? " case in " : " cases in ",
+              FormatDuration(seconds), *best ? "; best so far, checkpoints/best" : ""));
+  return r;
 }
 
 StepEnd DecideStepEnd(const Config& config, int64_t step) {
@@ -50,6 +79,9 @@ StepEnd DecideStepEnd(const Config& config, int64_t step) {
   const bool last = step + 1 == config.train.steps || end.stopping;
   end.checkpoint =
       last || (config.checkpoint.every > 0 && (step + 1) % config.checkpoint.every == 0);
+  end.validate = config.data.HasValidation() && !end.stopping &&
+                 (step + 1 == config.train.steps ||
+                  (config.validate.every > 0 && (step + 1) % config.validate.every == 0));
   return end;
 }
 
@@ -105,6 +137,11 @@ void WriteRunSummary(RunDir& run, const std::string& mode, const JsonWriter& mod
   if (memory_budget > 0) out.Field("memory_budget_bytes", memory_budget);
   if (any_reserved) out.Raw("peak_reserved_bytes", reserved.str());
   if (any_busy) out.Raw("busy_fraction", busy.str());
+  if (summary.val_dice) {
+    out.Field("val_dice", *summary.val_dice)
+        .Field("best_val_dice", summary.best.dice)
+        .Field("best_val_step", summary.best.step);
+  }
   out.Field("param_digest", summary.param_digest);
   run.WriteSummary(out.str());
 }

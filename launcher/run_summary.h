@@ -3,15 +3,23 @@
 // the run folder's summary.json.
 //
 // metrics.jsonl (a line a step):
-//   {"step", "loss", "dice", "lr", "step_s", "samples_per_s"
-//    [, fp16: "loss_scale", "skipped", "skipped_steps"]}
+//   {"step", "loss", "dice", "lr", "step_s", "samples_per_s", "data_wait_s"
+//    [, fp16: "loss_scale", "skipped", "skipped_steps"]
+//    [, after a validation: "val_dice", "val_dice_<entry>" for each class
+//       ("val_dice_1" ..) and BraTS region ("val_dice_wt", "_tc", "_et"),
+//       "val_cases", "val_s"]}
+// (step_s is the training step alone; data_wait_s the part of it spent
+// waiting for micro-batches, every process's waits added; a score no case
+// has is null).
 //
 // summary.json (one line; keys in this order):
 //   {"mode": "pipeline" | "single-process", <the mode's own fields>,
 //    "steps", "final_loss", "wall_s", "samples_per_s",
 //    "peak_rss_bytes": {process: bytes}, "peak_device_bytes": {process: bytes},
 //    "peak_tensor_bytes": {process: bytes}, ["peak_reserved_bytes": {process: bytes}],
-//    ["busy_fraction": {process: fraction of wall_s}], "param_digest"}
+//    ["busy_fraction": {process: fraction of wall_s}],
+//    [with validation: "val_dice" (the last), "best_val_dice", "best_val_step"],
+//    "param_digest"}
 // peak_tensor_bytes is measured (tensor_accounting.h): the most tensor storage
 // each trainer process held at once on its device; peak_reserved_bytes, on
 // CUDA only, what its caching allocator held.
@@ -28,6 +36,7 @@
 #include "common/config.h"
 #include "common/json_writer.h"
 #include "common/run_dir.h"
+#include "common/val_metrics.h"
 
 namespace up {
 
@@ -37,6 +46,9 @@ struct TrainSummary {
   double wall_s = 0;
   double samples_per_s = 0;
   std::string param_digest;
+  // With validation: the last pass's mean Dice and the best so far.
+  std::optional<double> val_dice;
+  BestValidation best;
 
   // Sets steps and samples_per_s for a run that trained from step `first`
   // to `completed` at `batch_size` samples a step in wall_s.
@@ -63,9 +75,25 @@ class SkipWatch {
   bool warned_ = false;
 };
 
+// A validation pass's figures for the step's line.
+struct ValidationRecord {
+  ValidationScores scores;
+  const std::vector<ValidationEntry>* entries = nullptr;
+  double seconds = 0;
+};
+
 // Appends step `step`'s line (step counts from 1 in the file) to metrics.jsonl.
 void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
-                       double step_s, const std::optional<Fp16Record>& fp16 = std::nullopt);
+                       double step_s, double data_wait_s,
+                       const std::optional<Fp16Record>& fp16 = std::nullopt,
+                       const ValidationRecord* validation = nullptr);
+
+// Scores a validation pass (per case counts, in plan order), logs its line,
+// updates `summary`'s last and best; returns the record for the metrics and
+// whether it is the best yet (checkpoints/best moves to this step).
+ValidationRecord FinishValidation(const std::vector<std::vector<int64_t>>& case_counts,
+                                  const std::vector<ValidationEntry>& entries, int64_t step,
+                                  double seconds, TrainSummary* summary, bool* best);
 
 // How step `step` (0-based) ends: with a checkpoint (the last step, every
 // checkpoint.every steps, or a stop signal), and whether the run then stops
@@ -73,6 +101,9 @@ void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double l
 struct StepEnd {
   bool checkpoint = false;
   bool stopping = false;
+  // With data.validation: every validate.every steps and after the last
+  // (not when a stop cuts the run short).
+  bool validate = false;
 };
 StepEnd DecideStepEnd(const Config& config, int64_t step);
 

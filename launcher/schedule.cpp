@@ -1,6 +1,7 @@
 // See schedule.h.
 #include "launcher/schedule.h"
 
+#include <algorithm>
 #include <map>
 
 #include "common/errors.h"
@@ -142,6 +143,28 @@ std::string DescribeSchedule(const std::vector<Phase>& phases) {
     }
   }
   return out;
+}
+
+std::vector<Phase> ValidationSchedule(int64_t batches, int per_turn, bool overlapped) {
+  auto actions = [](ipc::Op op, int64_t first, int64_t last) {
+    std::vector<ipc::Action> out;
+    for (int64_t v = first; v < last; ++v) out.push_back({op, static_cast<int32_t>(v)});
+    return out;
+  };
+  std::vector<Phase> phases;
+  if (batches <= 0) return phases;
+  if (overlapped) {
+    phases.push_back({{{StageId::kEncoder, actions(ipc::Op::kValForward, 0, batches)},
+                       {StageId::kDecoder, actions(ipc::Op::kValPredict, 0, batches)}}});
+    return phases;
+  }
+  const int64_t k = std::max(per_turn, 1);
+  for (int64_t first = 0; first < batches; first += k) {
+    const int64_t last = std::min(batches, first + k);
+    phases.push_back({{{StageId::kEncoder, actions(ipc::Op::kValForward, first, last)}}});
+    phases.push_back({{{StageId::kDecoder, actions(ipc::Op::kValPredict, first, last)}}});
+  }
+  return phases;
 }
 
 }  // namespace up

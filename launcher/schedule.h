@@ -50,6 +50,13 @@ std::vector<Phase> StepSchedule(ScheduleKind kind, int micro_batches, bool globa
 std::string ValidateSchedule(const std::vector<Phase>& phases, int micro_batches,
                              bool global_norms);
 
+// The validation pass after a step, over a plan of `batches` window
+// batches (common/window_grid.h), each crossing the boundary once:
+//   taking turns:  [E: VF0..VF(k-1)] [D: VP0..VP(k-1)] [E: VFk..] [D: VPk..] ...
+//   overlapped:    [E: VF0..VF(B-1) | D: VP0..VP(B-1)]
+// with k = `per_turn` (the ring's slots: no more boundaries wait at once).
+std::vector<Phase> ValidationSchedule(int64_t batches, int per_turn, bool overlapped);
+
 // Most micro-batches the encoder holds activations for at once (forwarded,
 // not yet backward) under `phases`.
 int EncoderMaxInFlight(const std::vector<Phase>& phases);

@@ -3,16 +3,21 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
+#include "common/data/batch_loader.h"
 #include "common/data/dataset.h"
+#include "common/data/validation_split.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/model/device_memory.h"
 #include "common/model/digest.h"
+#include "common/model/eval_mode.h"
 #include "common/model/loss.h"
 #include "common/model/out_of_memory.h"
 #include "common/model/precision.h"
+#include "common/model/sliding_window.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
 #include "common/model/tensor_accounting.h"
@@ -54,6 +59,38 @@ class ProcessDeviceBudget {
 TrainSummary Train(const Config& config, RunDir& run, const std::optional<CheckpointRef>& resume,
                    const torch::Device& device);
 
+// One validation pass over `val`'s plan, with the batches and the arithmetic
+// of the pipeline's VF and VP: each case's counts, in plan order.
+std::vector<std::vector<int64_t>> Validate(UNet& model, const ValidationSet& val,
+                                           const Config& config, const torch::Device& device) {
+  std::vector<std::vector<int64_t>> cases;
+  std::optional<SlidingWindow> windows;
+  torch::Tensor image;  // (1, C, *P)
+  EvalMode eval(*model);
+  for (size_t v = 0; v < val.plan.size(); ++v) {
+    const ValidationBatch& batch = val.plan[v];
+    SetMemoryPlace(Str("validation batch ", v));
+    if (batch.first == 0) {
+      windows.emplace(val.cases->SpatialShape(batch.case_index), ValidationWindows(config));
+      image = windows->Pad(
+          val.cases->GetParts(batch.case_index, SampleParts::kImages).image.unsqueeze(0));
+    }
+    const torch::Tensor x = windows->Windows(image, batch.first, batch.count, val.batch);
+    torch::Tensor logits;  // (n, K, *w)
+    {
+      AutocastScope autocast(config.train, device);
+      const Boundary b = model->encoder->forward(x.to(device));
+      logits = model->decoder->forward(b)[0].to(torch::kFloat32);
+    }
+    windows->Blend(batch.first, batch.count, logits);
+    if (!batch.last) continue;
+    const torch::Tensor pred = windows->Result().argmax(1).squeeze(0);  // (*S)
+    const torch::Tensor truth = val.cases->GetParts(batch.case_index, SampleParts::kMasks).mask;
+    cases.push_back(ValidationCounts(pred, truth, val.entries));
+  }
+  return cases;
+}
+
 }  // namespace
 
 TrainSummary RunSingleProcess(const Config& config, RunDir& run,
@@ -84,6 +121,8 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   StageOptimizer enc_opt(*model->encoder, t);
   StageOptimizer dec_opt(*model->decoder, t);
   auto data = MakeDataset(config);
+  const std::unique_ptr<ValidationSet> validation = MakeValidationSet(config);
+  BatchLoader loader(*data, config, SampleParts::kBoth);
 
   int64_t start = 0;
   if (resume) {
@@ -112,7 +151,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
     double loss_sum = 0;
     for (int mb = 0; mb < t.micro_batches; ++mb) {
       SetMemoryPlace(Str("step ", step + 1, ", micro-batch ", mb));
-      MicroBatch batch = LoadMicroBatch(*data, config, step, mb);
+      MicroBatch batch = loader.Get(step, mb);
       torch::Tensor masks = batch.masks.to(device);  // (n, *S)
       std::vector<torch::Tensor> outputs;  // [0]: (n, K, *S); deep supervision: coarser ones
       torch::Tensor loss;                  // ()
@@ -142,7 +181,18 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
     std::optional<Fp16Record> fp16;
     if (t.precision == "fp16") fp16 = skips.Note(step, outcome.scale, outcome.skipped);
 
-    AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s, fp16);
+    const StepEnd end = DecideStepEnd(config, step);
+    std::optional<ValidationRecord> val;
+    bool best = false;
+    if (end.validate) {
+      const auto val_start = Clock::now();
+      const auto cases = Validate(model, *validation, config, device);
+      val = FinishValidation(cases, validation->entries, step, Seconds(val_start, Clock::now()),
+                             &summary, &best);
+      progress.Validated(val->scores.mean);
+    }
+    AppendStepMetrics(run, t, step, loss_sum, dice.Mean(), step_s, loader.TakeWaitSeconds(), fp16,
+                      val ? &*val : nullptr);
     const TensorBytes tensors_now = TensorBytesOn(device);
     progress.Step(step + 1, loss_sum, dice.Mean(), t.batch_size / step_s,
                   Str("rss: trainer ", CurrentRssBytes() >> 20, " MiB  tensors: ",
@@ -151,8 +201,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
                                        : std::string()));
     summary.final_loss = loss_sum;
 
-    const StepEnd end = DecideStepEnd(config, step);
-    if (end.checkpoint) {
+    if (end.checkpoint || best) {
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
       SaveStageFile((fs::path(staging) / "encoder.pt").string(), *model->encoder,
@@ -161,6 +210,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
                     dec_opt.optimizer(), step + 1, &dec_opt.loss_scale_state());
       CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
     }
+    if (best) KeepBestCheckpoint(run.path(), step + 1);
     completed = step + 1;
     if (end.stopping) {
       WarnStopped(completed, run);

@@ -32,6 +32,13 @@ bool HasStep(const TurnRequest& turn) {
   return false;
 }
 
+// A validation turn's messages and model are no part of a step's record.
+bool Validates(const TurnRequest& turn) {
+  for (const Action& a : turn.actions)
+    if (a.op == Op::kValForward || a.op == Op::kValPredict) return true;
+  return false;
+}
+
 std::string DirectionName(Direction d) { return d == Direction::kForward ? "forward" : "backward"; }
 
 }  // namespace
@@ -49,6 +56,8 @@ bool StageRecorder::Recording(int64_t step) const {
 }
 
 void StageRecorder::BeforeTurn(StageWorker& worker, const TurnRequest& turn) {
+  paused_ = Validates(turn);
+  if (paused_) return;
   if (first_ < 0) first_ = turn.step;
   if (!Recording(turn.step)) return;
   if (!snapshots_.count(turn.step)) Snapshot(worker, turn.step);
@@ -68,6 +77,10 @@ void StageRecorder::BeforeTurn(StageWorker& worker, const TurnRequest& turn) {
 }
 
 void StageRecorder::AfterTurn(StageWorker& worker, const TurnRequest& turn) {
+  if (paused_) {
+    paused_ = false;
+    return;
+  }
   if (Recording(turn.step) && HasStep(turn)) Snapshot(worker, turn.step + 1);
 }
 
@@ -94,7 +107,7 @@ void StageRecorder::Snapshot(StageWorker& worker, int64_t step) {
 
 void StageRecorder::Sent(const MessageMeta& meta, const std::vector<NamedTensor>& tensors) {
   const int64_t step = static_cast<int64_t>(meta.step);
-  if (!Recording(step)) return;
+  if (paused_ || !Recording(step)) return;
   const std::string direction = DirectionName(meta.direction);
   const int mb = static_cast<int>(meta.micro_batch);
   const std::string file = recording::BoundaryFile(direction, step, mb);
@@ -113,7 +126,7 @@ void StageRecorder::Sent(const MessageMeta& meta, const std::vector<NamedTensor>
 }
 
 void StageRecorder::Loss(int64_t step, int micro_batch, double loss) {
-  if (!Recording(step)) return;
+  if (paused_ || !Recording(step)) return;
   JsonWriter e;
   e.Field("kind", "loss")
       .Field("stage", stage_)

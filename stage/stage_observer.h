@@ -45,7 +45,8 @@ class StageRecorder {
 
   std::string dir_, stage_;
   int steps_;
-  int64_t first_ = -1;  // the first step this process ran
+  int64_t first_ = -1;   // the first step this process ran
+  bool paused_ = false;  // in a validation turn: nothing of it is recorded
   std::set<int64_t> snapshots_;
 };
 

@@ -30,7 +30,10 @@ TrainingStage::TrainingStage(const Config& config, Role role,
       device_(StageDevice(config, role)),
       module_(std::move(module)),
       optimizer_((module_->to(device_), *module_), config.train),
-      data_(MakeDataset(config)) {
+      data_(MakeDataset(config)),
+      validation_(MakeValidationSet(config)),
+      loader_(std::make_unique<BatchLoader>(
+          *data_, config, role == Role::kEncoder ? SampleParts::kImages : SampleParts::kMasks)) {
   module_->train();
   if (ShouldPark(config.pipeline.park, StageDevice(config, Role::kEncoder),
                  StageDevice(config, Role::kDecoder), config.train.memory_budget > 0)) {
@@ -70,6 +73,7 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
   }
   report.compute_peak_tensor_bytes =
       std::max(report.compute_peak_tensor_bytes, TensorBytesOn(device_).peak);
+  report.data_wait_s = loader_->TakeWaitSeconds();
   report.busy_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
@@ -96,6 +100,14 @@ void TrainingStage::Step(const ipc::TurnRequest& turn, ipc::TurnReport* report) 
     report->loss_scale = outcome.scale;
     report->skipped = outcome.skipped;
   }
+}
+
+const ValidationSet& TrainingStage::validation(const ipc::Action& action) const {
+  if (!validation_) {
+    throw RuntimeError(Str(name(), ": action ", ipc::ActionName(action),
+                           " validates, but this run has no data.validation"));
+  }
+  return *validation_;
 }
 
 void TrainingStage::NotMine(const ipc::Action& action) const {

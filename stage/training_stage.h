@@ -2,7 +2,8 @@
 // stage's device, its part of the U-Net, its optimizer, its data, parking,
 // and the handling of a turn's step action (the global gradient norm, the
 // stages' norms in pipeline order). A role (encoder_proc/, decoder_proc/)
-// adds only its own actions: F and B for the encoder, FB for the decoder.
+// adds only its own actions: F and B for the encoder, FB for the decoder,
+// and their validation halves VF and VP.
 //
 // Lifetime: the module is built by the role, handed over here fresh on the
 // CPU, moved to the stage's device before the optimizer sees it, and parked
@@ -14,7 +15,9 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/data/batch_loader.h"
 #include "common/data/dataset.h"
+#include "common/data/validation_split.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
 #include "stage/stage_worker.h"
@@ -45,6 +48,8 @@ class TrainingStage : public StageWorker {
   // The role calls this after each micro-batch's backward; after the last
   // one the report carries this stage's per-parameter gradient norms.
   void BackwardDone(ipc::TurnReport* report);
+  // The run's validation; RuntimeError naming `action` without data.validation.
+  const ValidationSet& validation(const ipc::Action& action) const;
   // The error for an action this role does not run.
   [[noreturn]] void NotMine(const ipc::Action& action) const;
 
@@ -57,6 +62,8 @@ class TrainingStage : public StageWorker {
   StageOptimizer optimizer_;
   std::unique_ptr<StageParking> parking_;  // null when the stage keeps its device
   std::unique_ptr<Dataset> data_;
+  std::unique_ptr<ValidationSet> validation_;  // null without data.validation
+  std::unique_ptr<BatchLoader> loader_;        // this role's part of data_'s micro-batches
 
  private:
   void Step(const ipc::TurnRequest& turn, ipc::TurnReport* report);

@@ -306,6 +306,7 @@ void WriteCacheIndex(const RawDataset& dataset, const std::string& cache) {
 
 CacheDataset::CacheDataset(const ModelConfig& model, const DataConfig& data) : root_(data.path) {
   const CacheIndex index = ReadCacheIndex(root_);
+  label_values_ = index.label_values;
   const std::vector<std::string>& names = index.cases;
   const int64_t classes = static_cast<int64_t>(index.label_values.size());
   if (names.empty()) throw UsageError("data.path = " + root_ + ": the cache lists no cases");

@@ -98,9 +98,13 @@ class CacheDataset : public Dataset {
   // place a foreground patch the same in every process.
   Sample GetParts(int64_t index, SampleParts parts) const override;
   bool WholeCases() const override { return true; }
+  std::string CaseName(int64_t index) const override { return cases_.at(index).name; }
+  std::vector<int64_t> SpatialShape(int64_t index) const override { return cases_.at(index).shape; }
+  std::vector<int64_t> LabelValues() const override { return label_values_; }
 
  private:
   std::string root_;
+  std::vector<int64_t> label_values_;
   std::vector<CacheCaseMeta> cases_;
 };
 

@@ -1,6 +1,8 @@
 // Datasets and sample order; see dataset.h.
 #include "common/data/dataset.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -8,6 +10,7 @@
 #include "common/data/counter_random.h"
 #include "common/data/nifti_dataset.h"
 #include "common/data/patch_sampler.h"
+#include "common/data/validation_split.h"
 #include "common/errors.h"
 #include "common/png_io.h"
 
@@ -174,7 +177,29 @@ Sample FolderDataset::Get(int64_t index) const {
   return {image, mask};
 }
 
+std::string Dataset::CaseName(int64_t index) const {
+  char name[32];
+  std::snprintf(name, sizeof(name), "sample_%04lld", static_cast<long long>(index));
+  return name;
+}
+
+std::vector<int64_t> Dataset::SpatialShape(int64_t index) const {
+  return GetParts(index, SampleParts::kMasks).mask.sizes().vec();
+}
+
+std::vector<int64_t> SyntheticDataset::SpatialShape(int64_t) const {
+  return std::vector<int64_t>(size_.begin(), size_.end());
+}
+
+std::vector<int64_t> FolderDataset::SpatialShape(int64_t) const {
+  return std::vector<int64_t>(size_.begin(), size_.end());
+}
+
 std::unique_ptr<Dataset> MakeDataset(const Config& config) {
+  return TrainingCases(MakeWholeDataset(config), config);
+}
+
+std::unique_ptr<Dataset> MakeWholeDataset(const Config& config) {
   if (config.data.kind == "folder")
     return std::make_unique<FolderDataset>(config.model, config.data);
   if (config.data.kind == "nifti") return std::make_unique<NiftiDataset>(config.model, config.data);

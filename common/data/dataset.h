@@ -43,6 +43,16 @@ class Dataset {
   // Get, reading only `parts` where the dataset can (the other may come
   // back undefined); by default the whole sample.
   virtual Sample GetParts(int64_t index, SampleParts parts) const { return Get(index); }
+  // The sample's name (a case folder, a file stem, "sample_0007"): what
+  // data.validation lists.
+  virtual std::string CaseName(int64_t index) const;
+  // The sample's spatial size (*S), cheaply where the dataset can (a file
+  // header, metadata); by default its mask's.
+  virtual std::vector<int64_t> SpatialShape(int64_t index) const;
+  // The label each class stands for (class k is label [k]), where the data
+  // says so; empty otherwise. BraTS' {0, 1, 2, 4} turns on the regions of
+  // the validation Dice.
+  virtual std::vector<int64_t> LabelValues() const { return {}; }
 };
 
 // Shapes of several classes (disc/ball, square/cube, diamond) on noise; each
@@ -53,6 +63,7 @@ class SyntheticDataset : public Dataset {
   SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed);
   int64_t size() const override { return samples_; }
   Sample Get(int64_t index) const override;
+  std::vector<int64_t> SpatialShape(int64_t index) const override;
 
  private:
   ModelConfig model_;
@@ -71,6 +82,8 @@ class FolderDataset : public Dataset {
   FolderDataset(const ModelConfig& model, const DataConfig& data);
   int64_t size() const override { return static_cast<int64_t>(names_.size()); }
   Sample Get(int64_t index) const override;
+  std::string CaseName(int64_t index) const override { return names_.at(index); }
+  std::vector<int64_t> SpatialShape(int64_t index) const override;
 
  private:
   void CheckImage(const PngImage& img, const std::string& path) const;
@@ -82,8 +95,13 @@ class FolderDataset : public Dataset {
   std::vector<std::string> names_;
 };
 
-// synthetic, folder or nifti (nifti_dataset.h), by data.kind.
+// The training data by data.kind (synthetic, folder, nifti
+// (nifti_dataset.h) or cache (case_cache.h)): with data.validation, the
+// cases left for training (validation_split.h).
 std::unique_ptr<Dataset> MakeDataset(const Config& config);
+
+// All of data.kind's cases, validation ones included.
+std::unique_ptr<Dataset> MakeWholeDataset(const Config& config);
 
 // An 8-bit PNG as the network sees it: (C, H, W) float32 in [0, 1].
 torch::Tensor ImageTensor(const PngImage& img);

@@ -12,7 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string CaseName(const std::string& case_dir) { return fs::path(case_dir).filename().string(); }
+std::string FolderName(const std::string& case_dir) {
+  return fs::path(case_dir).filename().string();
+}
 
 // (D, H, W) float32 viewing nothing: owns a copy of the volume.
 torch::Tensor VolumeTensor(Volume&& v) {
@@ -30,7 +32,7 @@ std::string SizeText(const torch::Tensor& t) {
 }  // namespace
 
 std::optional<std::string> BratsFile(const std::string& case_dir, const std::string& suffix) {
-  const std::string stem = (fs::path(case_dir) / (CaseName(case_dir) + "_" + suffix)).string();
+  const std::string stem = (fs::path(case_dir) / (FolderName(case_dir) + "_" + suffix)).string();
   std::error_code ec;
   for (const char* ext : {".nii.gz", ".nii"}) {
     if (fs::is_regular_file(stem + ext, ec)) return stem + ext;
@@ -109,12 +111,12 @@ BratsCase LoadRawCase(const RawCase& c, const std::vector<int64_t>& label_values
 
 BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
   RawCase c;
-  c.name = CaseName(case_dir);
+  c.name = FolderName(case_dir);
   for (const char* modality : kBratsModalities) {
     const std::optional<std::string> path = BratsFile(case_dir, modality);
     if (!path) {
       throw UsageError("case '" + case_dir + "' has no " + modality + " volume '" +
-                       CaseName(case_dir) + "_" + modality +
+                       FolderName(case_dir) + "_" + modality +
                        ".nii.gz'; a BraTS case holds flair, t1, t1ce, t2 (and seg)");
     }
     c.images.push_back(*path);
@@ -122,7 +124,7 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
   if (with_labels) {
     const std::optional<std::string> seg = BratsFile(case_dir, "seg");
     if (!seg) {
-      throw UsageError("case '" + case_dir + "' has no segmentation '" + CaseName(case_dir) +
+      throw UsageError("case '" + case_dir + "' has no segmentation '" + FolderName(case_dir) +
                        "_seg.nii.gz'; training needs one per case");
     }
     c.labels = *seg;
@@ -152,11 +154,20 @@ NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) {
   for (const std::string& c : cases_) {
     for (const char* suffix : {"flair", "t1", "t1ce", "t2", "seg"}) {
       if (!BratsFile(c, suffix)) {
-        throw UsageError("data: case '" + c + "' has no '" + CaseName(c) + "_" + suffix +
+        throw UsageError("data: case '" + c + "' has no '" + FolderName(c) + "_" + suffix +
                          ".nii.gz'; every case needs flair, t1, t1ce, t2 and seg");
       }
     }
   }
+}
+
+std::string NiftiDataset::CaseName(int64_t index) const {
+  return fs::path(cases_.at(index)).filename().string();
+}
+
+std::vector<int64_t> NiftiDataset::SpatialShape(int64_t index) const {
+  const std::array<int64_t, 3> d = ReadNiftiDims(*BratsFile(cases_.at(index), "seg"));
+  return {d[2], d[1], d[0]};  // (D, H, W)
 }
 
 Sample NiftiDataset::Get(int64_t index) const {

@@ -78,6 +78,9 @@ class NiftiDataset : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(cases_.size()); }
   Sample Get(int64_t index) const override;  // the whole case
   bool WholeCases() const override { return true; }
+  std::string CaseName(int64_t index) const override;
+  std::vector<int64_t> SpatialShape(int64_t index) const override;  // from the seg header
+  std::vector<int64_t> LabelValues() const override { return kBratsLabels; }
 
  private:
   std::vector<std::string> cases_;  // case folders, sorted

@@ -143,6 +143,38 @@ std::string CommitCheckpoint(const std::string& run_dir, const std::string& stag
   return final_dir.string();
 }
 
+std::string KeepBestCheckpoint(const std::string& run_dir, int64_t step) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  const fs::path source = root / ("step-" + std::to_string(step));
+  const std::string name = "best-" + std::to_string(step);
+  const fs::path target = root / name;
+  std::error_code ec;
+  if (!fs::exists(target / kManifest, ec)) {
+    const fs::path staging = root / (".best-" + std::to_string(step) + ".staging");
+    fs::remove_all(staging, ec);
+    fs::create_directories(staging);
+    StagingCleanup cleanup(staging.string());
+    for (const auto& e : fs::directory_iterator(source)) {
+      const fs::path to = staging / e.path().filename();
+      fs::create_hard_link(e.path(), to, ec);
+      if (ec) fs::copy_file(e.path(), to);
+    }
+    FsyncPath(staging.string());
+    fs::remove_all(target, ec);
+    fs::rename(staging, target);
+  }
+  const fs::path link = root / ".best.link";
+  fs::remove(link, ec);
+  fs::create_directory_symlink(name, link);
+  fs::rename(link, root / "best");  // atomic: the old link or the new one
+  FsyncPath(root.string());
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("best-", 0) == 0 && n != name) fs::remove_all(e.path(), ec);
+  }
+  return (root / "best").string();
+}
+
 std::optional<CheckpointRef> FindLatestCheckpoint(
     const std::string& run_dir, const Config& config,
     const std::function<void(const std::string&)>& warn) {

@@ -57,6 +57,14 @@ class StagingCleanup {
 std::string CommitCheckpoint(const std::string& run_dir, const std::string& staging, int64_t step,
                              const std::vector<std::string>& files, const Config& config);
 
+// Makes `checkpoints/best` the checkpoint of step `step` (which must be
+// committed): its files hard-linked (copied where links fail) into
+// `checkpoints/best-N`, then the symbolic link `best` swapped onto it with
+// one rename, so a reader always finds a whole checkpoint there; the older
+// best-* folders are removed. Survives checkpoint.keep pruning step-N.
+// Returns the path of `best`.
+std::string KeepBestCheckpoint(const std::string& run_dir, int64_t step);
+
 struct CheckpointRef {
   int64_t step = 0;
   std::string dir;

@@ -115,4 +115,20 @@ double DiceCounter::Mean() const {
   return sum / (num_classes_ - 1);
 }
 
+std::vector<int64_t> ValidationCounts(const torch::Tensor& pred, const torch::Tensor& truth,
+                                      const std::vector<ValidationEntry>& entries) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor p = pred.to(torch::kCPU), t = truth.to(torch::kCPU);
+  std::vector<int64_t> out;
+  for (const ValidationEntry& e : entries) {
+    const torch::Tensor members = torch::tensor(e.classes, torch::kInt64);
+    const torch::Tensor in_p = torch::isin(p, members), in_t = torch::isin(t, members);
+    const int64_t tp = (in_p & in_t).sum().item<int64_t>();
+    out.push_back(tp);
+    out.push_back(in_p.sum().item<int64_t>() - tp);
+    out.push_back(in_t.sum().item<int64_t>() - tp);
+  }
+  return out;
+}
+
 }  // namespace up

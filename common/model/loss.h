@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/val_metrics.h"
 
 namespace up {
 
@@ -50,5 +51,11 @@ class DiceCounter {
   int num_classes_;
   std::vector<int64_t> counts_;  // 3 per class
 };
+
+// A validation case's counts for ScoreValidation (common/val_metrics.h):
+// TP, FP, FN of each entry (a class, or a region: a union of classes), for
+// the predicted classes `pred` against the reference `truth`, both (*S) int64.
+std::vector<int64_t> ValidationCounts(const torch::Tensor& pred, const torch::Tensor& truth,
+                                      const std::vector<ValidationEntry>& entries);
 
 }  // namespace up

@@ -9,14 +9,10 @@
 namespace up {
 namespace {
 
-void Check(const torch::Tensor& image, const SlidingWindowOptions& o) {
-  if (image.dim() < 3 || image.size(0) != 1) {
-    throw std::invalid_argument("sliding window: expected one image (1, C, *S), got " +
-                                std::to_string(image.dim()) + " axes");
-  }
-  if (static_cast<int64_t>(o.window.size()) != image.dim() - 2) {
+void CheckOptions(size_t axes, const SlidingWindowOptions& o) {
+  if (o.window.size() != axes) {
     throw std::invalid_argument("sliding window: a window of " + std::to_string(o.window.size()) +
-                                " axes for an image of " + std::to_string(image.dim() - 2));
+                                " axes for an image of " + std::to_string(axes));
   }
   for (int64_t w : o.window) {
     if (w < 1) throw std::invalid_argument("sliding window: window sizes must be >= 1");
@@ -24,6 +20,14 @@ void Check(const torch::Tensor& image, const SlidingWindowOptions& o) {
   if (!(o.overlap >= 0 && o.overlap < 1))
     throw std::invalid_argument("sliding window: overlap must be in [0, 1)");
   if (o.batch < 1) throw std::invalid_argument("sliding window: batch must be >= 1");
+}
+
+void Check(const torch::Tensor& image, const SlidingWindowOptions& o) {
+  if (image.dim() < 3 || image.size(0) != 1) {
+    throw std::invalid_argument("sliding window: expected one image (1, C, *S), got " +
+                                std::to_string(image.dim()) + " axes");
+  }
+  CheckOptions(static_cast<size_t>(image.dim() - 2), o);
 }
 
 // The network's logits for windows (n, C, *w), averaged over every flip of
@@ -42,27 +46,6 @@ torch::Tensor Predict(const WindowNet& net, const torch::Tensor& windows, bool m
   return sum.div_(static_cast<double>(flips));
 }
 
-// Every window's start, the last axis varying fastest (numpy's meshgrid
-// "ij" order, as MONAI enumerates them).
-std::vector<std::vector<int64_t>> AllStarts(const std::vector<int64_t>& spatial,
-                                            const SlidingWindowOptions& o) {
-  std::vector<std::vector<int64_t>> per_axis;
-  for (size_t a = 0; a < spatial.size(); ++a)
-    per_axis.push_back(WindowStarts(spatial[a], o.window[a], o.overlap));
-  std::vector<std::vector<int64_t>> out{{}};
-  for (const std::vector<int64_t>& starts : per_axis) {
-    std::vector<std::vector<int64_t>> next;
-    for (const std::vector<int64_t>& prefix : out) {
-      for (int64_t s : starts) {
-        next.push_back(prefix);
-        next.back().push_back(s);
-      }
-    }
-    out = std::move(next);
-  }
-  return out;
-}
-
 // `t` (N, C, *S) narrowed to the window at `start`.
 torch::Tensor Window(const torch::Tensor& t, const std::vector<int64_t>& start,
                      const std::vector<int64_t>& window) {
@@ -73,21 +56,6 @@ torch::Tensor Window(const torch::Tensor& t, const std::vector<int64_t>& start,
 }
 
 }  // namespace
-
-std::vector<int64_t> WindowStarts(int64_t size, int64_t window, double overlap) {
-  if (size <= window) return {0};
-  const int64_t step =
-      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(window) * (1 - overlap)));
-  std::vector<int64_t> starts;
-  for (int64_t s = 0;; s += step) {
-    if (s + window >= size) {
-      starts.push_back(size - window);
-      break;
-    }
-    starts.push_back(s);
-  }
-  return starts;
-}
 
 torch::Tensor ImportanceMap(const std::vector<int64_t>& window, bool gaussian, double sigma_scale,
                             const torch::Device& device) {
@@ -112,68 +80,91 @@ torch::Tensor ImportanceMap(const std::vector<int64_t>& window, bool gaussian, d
   return map.clamp_min_(floor);
 }
 
+SlidingWindow::SlidingWindow(std::vector<int64_t> spatial, const SlidingWindowOptions& options)
+    : spatial_(std::move(spatial)), options_(options) {
+  CheckOptions(spatial_.size(), options_);
+  padded_ = PaddedSize(spatial_, options_.window);
+  for (size_t a = 0; a < spatial_.size(); ++a) before_.push_back((padded_[a] - spatial_[a]) / 2);
+  starts_ = WindowGrid(spatial_, options_.window, options_.overlap);
+}
+
+torch::Tensor SlidingWindow::Pad(const torch::Tensor& image) const {
+  std::vector<int64_t> pad;  // constant_pad_nd: the last axis first
+  bool padded = false;
+  for (size_t a = spatial_.size(); a-- > 0;) {
+    const int64_t diff = padded_[a] - spatial_[a];
+    pad.push_back(before_[a]);
+    pad.push_back(diff - before_[a]);
+    padded = padded || diff > 0;
+  }
+  return padded ? torch::constant_pad_nd(image, pad, 0) : image;
+}
+
+torch::Tensor SlidingWindow::Windows(const torch::Tensor& padded, int64_t first, int64_t count,
+                                     int64_t fill) const {
+  std::vector<torch::Tensor> windows;
+  for (int64_t i = first; i < first + count; ++i)
+    windows.push_back(Window(padded, starts_.at(static_cast<size_t>(i)), options_.window));
+  if (fill > count) {
+    std::vector<int64_t> shape{fill - count, padded.size(1)};
+    shape.insert(shape.end(), options_.window.begin(), options_.window.end());
+    windows.push_back(torch::zeros(shape, padded.options()));
+  }
+  return torch::cat(windows);
+}
+
+void SlidingWindow::Blend(int64_t first, int64_t count, const torch::Tensor& logits) {
+  if (!sum_.defined()) {
+    const auto f32 = logits.options().dtype(torch::kFloat32);
+    std::vector<int64_t> shape{1, logits.size(1)};
+    shape.insert(shape.end(), padded_.begin(), padded_.end());
+    sum_ = torch::zeros(shape, f32);
+    shape[1] = 1;
+    count_ = torch::zeros(shape, f32);
+    std::vector<int64_t> weight_shape{1, 1};
+    weight_shape.insert(weight_shape.end(), options_.window.begin(), options_.window.end());
+    weight_ =
+        ImportanceMap(options_.window, options_.gaussian, options_.sigma_scale, logits.device())
+            .view(weight_shape);
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const std::vector<int64_t>& start = starts_.at(static_cast<size_t>(first + j));
+    Window(sum_, start, options_.window).add_(logits.narrow(0, j, 1) * weight_);
+    Window(count_, start, options_.window).add_(weight_);
+  }
+}
+
+torch::Tensor SlidingWindow::Result() const {
+  torch::Tensor out = sum_ / count_;
+  for (size_t a = 0; a < spatial_.size(); ++a)
+    out = out.narrow(static_cast<int64_t>(a) + 2, before_[a], spatial_[a]);
+  return out.contiguous();
+}
+
+SlidingWindowOptions ValidationWindows(const Config& config) {
+  SlidingWindowOptions o;
+  o.window.assign(config.data.size.begin(), config.data.size.end());
+  o.overlap = config.validate.overlap;
+  o.batch = config.train.batch_size / config.train.micro_batches;
+  return o;
+}
+
 int64_t WindowCount(const std::vector<int64_t>& spatial, const SlidingWindowOptions& options) {
-  int64_t n = 1;
-  for (size_t a = 0; a < spatial.size(); ++a)
-    n *= static_cast<int64_t>(
-        WindowStarts(std::max(spatial[a], options.window.at(a)), options.window[a], options.overlap)
-            .size());
-  return n;
+  return static_cast<int64_t>(WindowGrid(spatial, options.window, options.overlap).size());
 }
 
 torch::Tensor SlidingWindowLogits(const WindowNet& net, const torch::Tensor& image,
                                   const SlidingWindowOptions& options,
                                   const torch::Device& device) {
   Check(image, options);
-  const int64_t dims = image.dim() - 2;
-  const std::vector<int64_t>& window = options.window;
-
-  // Zero-pad each axis shorter than the window, half before and half after.
-  std::vector<int64_t> pad;  // constant_pad_nd: the last axis first
-  std::vector<int64_t> before(static_cast<size_t>(dims));
-  bool padded = false;
-  for (int64_t d = image.dim() - 1; d >= 2; --d) {
-    const int64_t diff = std::max<int64_t>(window[d - 2] - image.size(d), 0);
-    before[d - 2] = diff / 2;
-    pad.push_back(diff / 2);
-    pad.push_back(diff - diff / 2);
-    padded = padded || diff > 0;
+  SlidingWindow sw(std::vector<int64_t>(image.sizes().begin() + 2, image.sizes().end()), options);
+  const torch::Tensor x = sw.Pad(image);  // (1, C, *P)
+  for (int64_t first = 0; first < sw.size(); first += options.batch) {
+    const int64_t count = std::min<int64_t>(options.batch, sw.size() - first);
+    const torch::Tensor windows = sw.Windows(x, first, count).to(device);  // (n, C, *w)
+    sw.Blend(first, count, Predict(net, windows, options.mirror));         // (n, K, *w)
   }
-  const torch::Tensor x = padded ? torch::constant_pad_nd(image, pad, 0) : image;  // (1, C, *P)
-  const std::vector<int64_t> spatial(x.sizes().begin() + 2, x.sizes().end());
-
-  std::vector<int64_t> weight_shape{1, 1};
-  weight_shape.insert(weight_shape.end(), window.begin(), window.end());
-  const torch::Tensor weight =
-      ImportanceMap(window, options.gaussian, options.sigma_scale, device).view(weight_shape);
-  std::vector<int64_t> count_shape{1, 1};
-  count_shape.insert(count_shape.end(), spatial.begin(), spatial.end());
-  const torch::Tensor count =
-      torch::zeros(count_shape, torch::TensorOptions().dtype(torch::kFloat32).device(device));
-  torch::Tensor sum;  // (1, K, *P), once K is known
-
-  const std::vector<std::vector<int64_t>> starts = AllStarts(spatial, options);
-  for (size_t first = 0; first < starts.size(); first += static_cast<size_t>(options.batch)) {
-    const size_t last = std::min(starts.size(), first + static_cast<size_t>(options.batch));
-    std::vector<torch::Tensor> windows;
-    for (size_t i = first; i < last; ++i) windows.push_back(Window(x, starts[i], window));
-    const torch::Tensor logits =
-        Predict(net, torch::cat(windows).to(device), options.mirror);  // (n, K, *w)
-    if (!sum.defined()) {
-      std::vector<int64_t> shape{1, logits.size(1)};
-      shape.insert(shape.end(), spatial.begin(), spatial.end());
-      sum = torch::zeros(shape, logits.options());
-    }
-    for (size_t i = first; i < last; ++i) {
-      const int64_t j = static_cast<int64_t>(i - first);
-      Window(sum, starts[i], window).add_(logits.narrow(0, j, 1) * weight);
-      Window(count, starts[i], window).add_(weight);
-    }
-  }
-  sum.div_(count);
-  torch::Tensor out = sum;
-  for (int64_t a = 0; a < dims; ++a) out = out.narrow(a + 2, before[a], image.size(a + 2));
-  return out.contiguous();
+  return sw.Result();
 }
 
 }  // namespace up

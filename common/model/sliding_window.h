@@ -18,6 +18,9 @@
 #include <functional>
 #include <vector>
 
+#include "common/config.h"
+#include "common/window_grid.h"
+
 namespace up {
 
 struct SlidingWindowOptions {
@@ -29,15 +32,48 @@ struct SlidingWindowOptions {
   bool mirror = false;          // test-time mirroring: the mean over every flip of the axes
 };
 
-// Start of each window along one axis of `size` voxels (size >= window):
-// 0, step, 2*step, ... with step = floor(window * (1 - overlap)) (at least
-// 1; the whole axis when size == window), the last one moved back so it
-// ends at `size`.
-std::vector<int64_t> WindowStarts(int64_t size, int64_t window, double overlap);
-
 // The importance of each voxel of a window: (*window) float32.
 torch::Tensor ImportanceMap(const std::vector<int64_t>& window, bool gaussian, double sigma_scale,
                             const torch::Device& device);
+
+// The windows over one image and their blend, a batch at a time: what
+// SlidingWindowLogits runs, apart, so the windows can be cut in one process
+// and blended in another (the encoder and decoder stages in validation).
+// The options' batch and mirror are the caller's; this is the geometry.
+class SlidingWindow {
+ public:
+  // For an image of `spatial` size (before padding). std::invalid_argument
+  // on a window of another rank or an option out of range.
+  SlidingWindow(std::vector<int64_t> spatial, const SlidingWindowOptions& options);
+
+  int64_t size() const { return static_cast<int64_t>(starts_.size()); }  // windows
+  // `image` (1, C, *S) zero-padded, half before and half after, on every
+  // axis shorter than the window: (1, C, *P).
+  torch::Tensor Pad(const torch::Tensor& image) const;
+  // Windows [first, first + count) of a padded image: (count, C, *w); with
+  // `fill` > count, zero windows follow up to `fill` rows.
+  torch::Tensor Windows(const torch::Tensor& padded, int64_t first, int64_t count,
+                        int64_t fill = 0) const;
+  // Adds the logits (n >= count, K, *w) of windows [first, first + count),
+  // weighted by the importance map; rows past `count` are ignored.
+  void Blend(int64_t first, int64_t count, const torch::Tensor& logits);
+  // The blend so far, (1, K, *S) float32 on the logits' device, padding cropped.
+  torch::Tensor Result() const;
+
+ private:
+  std::vector<int64_t> spatial_;  // the image's, before padding
+  std::vector<int64_t> padded_;
+  std::vector<int64_t> before_;  // padding before each axis
+  SlidingWindowOptions options_;
+  std::vector<std::vector<int64_t>> starts_;
+  torch::Tensor weight_;  // (1, 1, *w)
+  torch::Tensor sum_;     // (1, K, *P)
+  torch::Tensor count_;   // (1, 1, *P)
+};
+
+// The validation pass's windows: data.size at validate.overlap, Gaussian
+// importance, no mirroring, a micro-batch's worth of windows a call.
+SlidingWindowOptions ValidationWindows(const Config& config);
 
 // Maps a batch of windows (n, C, *window) on the network's device to their
 // logits (n, K, *window).

@@ -30,6 +30,42 @@ bool IsCase(const fs::path& dir) {
   return BratsFile(dir.string(), "flair").has_value() || fs::exists(dir / "case.json", ec);
 }
 
+// nnU-Net's raw layout (imagesTs/): a case is files CASE_0000.nii.gz,
+// CASE_0001.nii.gz, ... one per channel. The case's path prefix
+// ("DIR/CASE") when `file` is the first channel of one, else "".
+std::string NnunetCasePrefix(const fs::path& file) {
+  const std::string name = file.filename().string();
+  for (const char* ending : {"_0000.nii.gz", "_0000.nii"}) {
+    const size_t n = std::string(ending).size();
+    if (name.size() > n && name.compare(name.size() - n, n, ending) == 0)
+      return (file.parent_path() / name.substr(0, name.size() - n)).string();
+  }
+  return "";
+}
+
+// The channel files of the nnU-Net case at `prefix`, `channels` of them;
+// UsageError naming the first one missing.
+std::vector<std::string> NnunetChannelFiles(const std::string& prefix, int channels) {
+  const std::string ending =
+      fs::exists(prefix + "_0000.nii.gz") ? std::string(".nii.gz") : std::string(".nii");
+  std::vector<std::string> files;
+  for (int k = 0; k < channels; ++k) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "_%04d", k);
+    const std::string path = prefix + suffix + ending;
+    if (!fs::exists(path)) {
+      char last[16];
+      std::snprintf(last, sizeof last, "_%04d", channels - 1);
+      throw UsageError("case '" + fs::path(prefix).filename().string() + "' has no channel " +
+                       std::to_string(k) + " image '" + path + "'; the model takes " +
+                       std::to_string(channels) + " channels (model.in_channels): CASE_0000" +
+                       ending + " to CASE" + last + ending);
+    }
+    files.push_back(path);
+  }
+  return files;
+}
+
 // How one input is predicted: the window and the options of the command.
 struct PredictOptions {
   SlidingWindowOptions window;
@@ -113,14 +149,28 @@ struct Volume3d {
   std::array<double, 3> spacing{1, 1, 1};
   NiftiSpace space;
   std::vector<int64_t> label_values;  // class k is written as label [k]
+  std::string seg_file;               // the segmentation's file name
 };
 
-// A BraTS case folder, or one case of a preprocessed cache (its crop pasted
-// back into the original grid).
-Volume3d LoadVolume3d(const std::string& path) {
+// A BraTS case folder, one case of a preprocessed cache (its crop pasted
+// back into the original grid), or an nnU-Net case (the prefix DIR/CASE of
+// its channel files; its segmentation is CASE.nii.gz with labels 0..K-1, as
+// nnU-Net names and numbers its predictions).
+Volume3d LoadVolume3d(const std::string& path, const ModelConfig& model) {
   Volume3d v;
   v.name = fs::path(path).filename().string();
+  v.seg_file = v.name + "_seg.nii.gz";
   std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    const RawCase raw{v.name, NnunetChannelFiles(path, model.in_channels), ""};
+    BratsCase c = LoadRawCase(raw, {}, /*with_labels=*/false);
+    v.image = std::move(c.image);
+    v.spacing = c.spacing;
+    v.space = c.space;
+    for (int64_t k = 0; k < model.num_classes; ++k) v.label_values.push_back(k);
+    v.seg_file = v.name + ".nii.gz";
+    return v;
+  }
   if (fs::exists(fs::path(path) / "case.json", ec)) {
     const CacheCaseMeta meta = ReadCaseMeta(path);
     const std::string cache = fs::path(path).parent_path().string();
@@ -147,7 +197,7 @@ Volume3d LoadVolume3d(const std::string& path) {
 // its qform and sform; background outside the box.
 void Predict3d(TrainedModel& model, const std::string& path, const fs::path& out,
                const torch::Device& device, const PredictOptions& options) {
-  const Volume3d v = LoadVolume3d(path);
+  const Volume3d v = LoadVolume3d(path, model.config.model);
   std::vector<int64_t> begin, size;
   NonzeroBox(v.image, &begin, &size);
   const torch::Tensor input =
@@ -164,7 +214,7 @@ void Predict3d(TrainedModel& model, const std::string& path, const fs::path& out
   const torch::Tensor values = torch::tensor(v.label_values, torch::kFloat32);
   const torch::Tensor labels = values.index_select(0, classes.flatten().to(torch::kInt64));
   seg.voxels.assign(labels.data_ptr<float>(), labels.data_ptr<float>() + labels.numel());
-  WriteNifti((out / (v.name + "_seg.nii.gz")).string(), seg, NiftiStorage::kUInt8);
+  WriteNifti((out / v.seg_file).string(), seg, NiftiStorage::kUInt8);
 
   // The middle axial slice over the first channel, scaled to 0..255.
   const int64_t z = classes.size(0) / 2;
@@ -208,15 +258,20 @@ std::vector<std::string> ListPredictInputs(const std::string& path, int dims) {
     }
   } else {
     if (IsCase(p)) return {path};
+    if (fs::is_regular_file(p, ec) && !NnunetCasePrefix(p).empty()) return {NnunetCasePrefix(p)};
     if (fs::is_directory(p, ec)) {
-      for (const auto& e : fs::directory_iterator(p))
+      for (const auto& e : fs::directory_iterator(p)) {
         if (e.is_directory() && IsCase(e.path())) out.push_back(e.path().string());
+        if (e.is_regular_file() && !NnunetCasePrefix(e.path()).empty())
+          out.push_back(NnunetCasePrefix(e.path()));
+      }
     }
     if (out.empty()) {
       throw UsageError("--input " + path +
                        ": no 3-D case there; give a BraTS case folder (CASE/CASE_flair.nii.gz, "
-                       "_t1, _t1ce, _t2), a preprocessed cache or one of its cases, or a folder "
-                       "of cases");
+                       "_t1, _t1ce, _t2), a preprocessed cache or one of its cases, an nnU-Net "
+                       "images folder (imagesTs/CASE_0000.nii.gz, ...) or one CASE_0000 file, or "
+                       "a folder of cases");
     }
   }
   std::sort(out.begin(), out.end());
@@ -228,7 +283,9 @@ int PredictCommand(int argc, char** argv) {
                            "Predict masks with a trained U-Net; write masks and colour overlays.");
   options.add_options()("checkpoint", "a run folder or RUN/checkpoints/step-N",
                         cxxopts::value<std::string>())(
-      "input", "a PNG or a folder of PNGs (2-D); a BraTS case or a folder of cases (3-D)",
+      "input",
+      "a PNG or a folder of PNGs (2-D); a BraTS case, a cache, an nnU-Net imagesTs folder, or a "
+      "folder of cases (3-D)",
       cxxopts::value<std::string>())("out", "output folder (created)",
                                      cxxopts::value<std::string>())(
       "device", "cpu, cuda or cuda:N (default: the encoder's configured device if present)",

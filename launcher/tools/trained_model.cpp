@@ -3,7 +3,9 @@
 
 #include <filesystem>
 
+#include "common/checkpoint_manifest.h"
 #include "common/errors.h"
+#include "common/fs_util.h"
 #include "common/logging.h"
 #include "common/model/checkpoint.h"
 #include "common/model/stage_optimizer.h"
@@ -44,8 +46,7 @@ TrainedModel LoadTrainedModel(const std::string& dir) {
     }
     m.config = LoadConfig((run / "config.yaml").string(), {});
     m.checkpoint_dir = path.string();
-    const std::string name = path.filename().string();
-    m.step = name.rfind("step-", 0) == 0 ? std::stoll("0" + name.substr(5)) : 0;
+    m.step = ParseManifest(ReadFile((path / "manifest.json").string())).step;
   } else if (fs::exists(path / "config.yaml", ec)) {
     m.config = LoadConfig((path / "config.yaml").string(), {});
     const auto found =

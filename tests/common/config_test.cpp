@@ -55,6 +55,11 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.data.path, b.data.path);
   EXPECT_EQ(a.data.size, b.data.size);
   EXPECT_EQ(a.data.samples, b.data.samples);
+  EXPECT_EQ(a.data.validation, b.data.validation);
+  EXPECT_EQ(a.data.workers, b.data.workers);
+  EXPECT_EQ(a.data.validation_cases, b.data.validation_cases);
+  EXPECT_EQ(a.validate.every, b.validate.every);
+  EXPECT_EQ(a.validate.overlap, b.validate.overlap);
   EXPECT_EQ(a.train.batch_size, b.train.batch_size);
   EXPECT_EQ(a.train.micro_batches, b.train.micro_batches);
   EXPECT_EQ(a.train.steps, b.train.steps);
@@ -129,6 +134,29 @@ TEST(ConfigTest, MemoryBudgetTakesSizesAndBytes) {
   // Dumped and read back: the same bytes.
   const Config c = LoadConfig("", {"train.memory_budget=12GiB", "train.checkpointing=levels"});
   ExpectSameConfig(LoadConfigFromString(DumpConfig(c), "dump", {}), c);
+}
+
+TEST(ConfigTest, ValidationIsAShareOrCaseNamesAndDumpedOnlyWhenSet) {
+  EXPECT_EQ(DumpConfig(Config{}).find("validat"), std::string::npos);  // hashes as before
+  const Config share = LoadConfig("", {"data.validation=0.2", "validate.every=5"});
+  EXPECT_DOUBLE_EQ(share.data.validation, 0.2);
+  EXPECT_EQ(share.validate.every, 5);
+  EXPECT_DOUBLE_EQ(share.validate.overlap, 0.5);
+  ExpectSameConfig(LoadConfigFromString(DumpConfig(share), "dump", {}), share);
+  const Config named = LoadConfig("", {"data.validation=[case01, BraTS_002]"});
+  EXPECT_EQ(named.data.validation_cases, (std::vector<std::string>{"case01", "BraTS_002"}));
+  EXPECT_NE(DumpConfig(named).find("validation: [\"case01\", \"BraTS_002\"]"), std::string::npos)
+      << DumpConfig(named);
+  ExpectSameConfig(LoadConfigFromString(DumpConfig(named), "dump", {}), named);
+  EXPECT_NE(ErrorOf("{}", {"data.validation=1"}).find("data.validation = 1: must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"data.validation=[[a]]"}).find("a list of case names"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"validate.overlap=0.5"})
+                .find("validate.overlap = 0.5: there is no validation without data.validation"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"data.validation=0.2", "validate.overlap=1"}).find("validate.overlap"),
+            std::string::npos);
 }
 
 TEST(ConfigTest, DefaultsLoad) { ExpectSameConfig(LoadConfig("", {}), Config{}); }

@@ -87,6 +87,21 @@ TEST(PlotSvgTest, NonFiniteValuesSplitTheCurve) {
   EXPECT_EQ(Polylines(TrainingCurvesSvg(points, "t"), "dice").size(), 1u);
 }
 
+TEST(PlotSvgTest, ValidationDiceIsDrawnAtTheStepsThatHaveIt) {
+  const double nan = std::nan("");
+  const std::vector<MetricsPoint> points{
+      {1, 1.0, 0.1, nan}, {2, 0.9, 0.2, 0.3}, {3, 0.8, 0.3, nan}, {4, 0.5, 0.4, 0.6}};
+  const std::string svg = TrainingCurvesSvg(points, "t");
+  const auto val = Polylines(svg, "val_dice");
+  ASSERT_EQ(val.size(), 1u);  // joined across the steps without one
+  ASSERT_EQ(val[0].size(), 2u);
+  EXPECT_GT(val[0][0].y, val[0][1].y);  // 0.3 below 0.6
+  const auto dice = Polylines(svg, "dice");
+  EXPECT_NEAR(val[0][1].x, dice[0][3].x, 1e-6);  // at step 4
+  EXPECT_NE(svg.find(">validation</text>"), std::string::npos);
+  EXPECT_TRUE(Polylines(TrainingCurvesSvg({{1, 1, 1}}, "t"), "val_dice").empty());
+}
+
 TEST(PlotSvgTest, EmptyMetricsSayNoSteps) {
   const std::string svg = TrainingCurvesSvg({}, "t");
   EXPECT_NE(svg.find("no steps recorded"), std::string::npos);

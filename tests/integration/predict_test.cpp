@@ -273,6 +273,29 @@ TEST_F(SampleData, NiftiCasesTrainAndPredict) {
   const Volume flair = ReadNifti(Data() + "/brats/case01/case01_flair.nii.gz");
   EXPECT_EQ(flair.space.sform_code, 1);
   EXPECT_TRUE(seg.space == flair.space);
+
+  // The same cases in nnU-Net's layout (an imagesTs-style folder of
+  // CASE_0000.nii.gz ...): the same classes, written as CASE.nii.gz with
+  // labels 0..3 as nnU-Net numbers them.
+  const CommandResult nn = Up({"predict", "--checkpoint", out / "run", "--input",
+                               Data() + "/nnunet/imagesTr", "--out", out / "nnpred"});
+  ASSERT_EQ(nn.exit_code, 0) << nn.output;
+  const Volume nseg = ReadNifti(out / "nnpred/case01.nii.gz");
+  EXPECT_TRUE(nseg.space == ReadNifti(Data() + "/nnunet/imagesTr/case01_0000.nii.gz").space);
+  ASSERT_EQ(nseg.voxels.size(), seg.voxels.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < seg.voxels.size(); ++i)
+    differ += nseg.voxels[i] != (seg.voxels[i] == 4 ? 3 : seg.voxels[i]);
+  EXPECT_EQ(differ, 0u);
+  TempDir partial;  // a case missing its last channel
+  for (const char* k : {"0000", "0001", "0002"})
+    fs::copy_file(Data() + "/nnunet/imagesTr/case01_" + k + ".nii.gz",
+                  partial / ("case01_" + std::string(k) + ".nii.gz"));
+  const CommandResult missing = Up(
+      {"predict", "--checkpoint", out / "run", "--input", partial.path(), "--out", out / "nnbad"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("case 'case01' has no channel 3 image"), std::string::npos)
+      << missing.output;
   EXPECT_EQ(seg.spacing, flair.spacing);
   // Predicted inside the brain's box (36^3 of the 40^3 case, as training
   // crops); a 32^3 window over it at overlap 0.5: 2 windows per axis.
@@ -361,15 +384,22 @@ TEST_F(SampleData, PredictSlidesOverImagesLargerThanThePatchAsMonaiDoes) {
 
 // Random patches with foreground oversampling and every augmentation (the
 // default for nifti) leave the pipeline bit-identical to single-process
-// training, and resume exact: every process draws the same patch.
+// training, and resume exact: every process draws the same patch, made
+// ahead by two loader threads in each process (data.workers).
 TEST_F(SampleData, NiftiPatchesWithAugmentationTrainTheSameInThePipeline) {
   TempDir dir;
   ExpectPipelineEqualsSingleProcessAndResumeIsExact(
       SourcePath("configs/tiny3d.yaml"),
       {"data.kind=nifti", "data.path=" + Data() + "/brats", "model.num_classes=4",
        "model.features=[4,8]", "train.batch_size=4", "train.micro_batches=2", "train.steps=4",
-       "checkpoint.every=2", "data.foreground_fraction=0.5"},
+       "checkpoint.every=2", "data.foreground_fraction=0.5", "data.workers=2", "train.threads=2"},
       dir.path());
+  for (const char* run : {"single", "pipe"}) {
+    const std::string metrics = Slurp(dir / (std::string(run) + "/metrics.jsonl"));
+    const std::string wait = JsonField(metrics, "data_wait_s");
+    ASSERT_FALSE(wait.empty()) << metrics;
+    EXPECT_GE(std::stod(wait), 0.0);
+  }
   const std::string dump = Slurp(dir / "single/config.yaml");
   EXPECT_NE(dump.find("augment: [scale, rot90, mirror, noise, brightness, contrast, gamma]"),
             std::string::npos)

@@ -38,6 +38,22 @@ TEST(ControlProtocol, MessagesRoundTrip) {
   EXPECT_EQ(r2.rss_bytes, 99);
   EXPECT_EQ(r2.device_peak_bytes, 7);
 
+  EXPECT_TRUE(r2.val_counts.empty());
+
+  // Validation: its actions and the decoder's counts of the cases it finished.
+  TurnRequest v{3, {{Op::kValPredict, 0}, {Op::kValPredict, 1}}, {}};
+  EXPECT_EQ(DecodeTurn(Encode(v)).actions, v.actions);
+  EXPECT_EQ(ActionsText(v.actions), "VP0 VP1");
+  EXPECT_EQ(ActionName({Op::kValForward, 4}), "VF4");
+  TurnReport vr;
+  vr.val_counts = {1, 2, 3, 4, 5, 6};
+  vr.val_cases = 2;
+  const TurnReport vr2 = DecodeTurnDone(Encode(vr));
+  EXPECT_EQ(vr2.val_counts, vr.val_counts);
+  EXPECT_EQ(vr2.val_cases, 2);
+  vr.val_cases = 4;  // 6 counts do not split into 4 cases
+  EXPECT_THROW(DecodeTurnDone(Encode(vr)), RuntimeError);
+
   EXPECT_EQ(DecodeSave(Encode(SaveRequest{5, "/x/encoder.pt"})).path, "/x/encoder.pt");
   EXPECT_EQ(DecodeSaved(EncodeSaved(5)), 5);
   EXPECT_EQ(DecodeBye(Encode(ByeReport{1234, 56})).peak_rss_bytes, 1234);

@@ -23,6 +23,19 @@ TEST(ProgressTest, LineHoldsEveryField) {
             "encoder 48% decoder 52%  rss: encoder 210 MiB decoder 190 MiB");
 }
 
+TEST(ProgressTest, ValidationDiceOnceThereIsOne) {
+  ProgressFields f;
+  f.step = 4;
+  f.total = 8;
+  f.dice = 0.5;
+  f.samples_per_s = 2;
+  f.eta_s = 5;
+  EXPECT_EQ(FormatProgress(f).find("val"), std::string::npos);
+  f.val_dice = 0.6544;
+  EXPECT_EQ(FormatProgress(f),
+            "step 4/8  loss 0.0000  dice 0.500  val 0.654  2.0 samples/s  eta 5s");
+}
+
 TEST(ProgressTest, NoExtraNoSeparator) {
   ProgressFields f;
   f.step = 1;

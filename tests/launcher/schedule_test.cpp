@@ -88,4 +88,11 @@ TEST(Schedule, ValidatorRejectsBrokenSchedules) {
 TEST(Schedule, UnknownKindIsAUsageError) { EXPECT_THROW(ParseScheduleKind("zigzag"), UsageError); }
 
 }  // namespace
+TEST(Schedule, ValidationTakesTurnsInRingSizedRoundsOrOverlaps) {
+  EXPECT_EQ(DescribeSchedule(ValidationSchedule(5, 2, false)),
+            "E[VF0 VF1] D[VP0 VP1] E[VF2 VF3] D[VP2 VP3] E[VF4] D[VP4]");
+  EXPECT_EQ(DescribeSchedule(ValidationSchedule(3, 2, true)), "E[VF0 VF1 VF2]|D[VP0 VP1 VP2]");
+  EXPECT_TRUE(ValidationSchedule(0, 2, false).empty());
+}
+
 }  // namespace up

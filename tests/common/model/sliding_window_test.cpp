@@ -101,6 +101,31 @@ TEST(SlidingWindowLogits, WindowsSeeOnlyTheirPartAndBatchTogether) {
   EXPECT_TRUE(torch::allclose(out, image, 1e-6, 1e-6));
 }
 
+// What validation does across two processes: the windows cut in batches
+// filled with zero windows, the logits blended where they arrive, the filler
+// rows ignored; the same as the one-call function.
+TEST(SlidingWindow, CutAndBlendApartEqualsTheWholeFunction) {
+  const WindowNet net = [](const torch::Tensor& x) { return torch::cat({x, 2 * x}, 1); };
+  SlidingWindowOptions o;
+  o.window = {16, 16};
+  o.batch = 3;
+  const torch::Tensor image = torch::randn({1, 1, 40, 12});  // 4 windows, axis 1 padded
+  const torch::Tensor whole = SlidingWindowLogits(net, image, o, torch::kCPU);
+  SlidingWindow sw({40, 12}, o);
+  ASSERT_EQ(sw.size(), 4);
+  const torch::Tensor padded = sw.Pad(image);
+  EXPECT_EQ(padded.sizes(), (std::vector<int64_t>{1, 1, 40, 16}));
+  for (int64_t first = 0; first < sw.size(); first += 3) {
+    const int64_t count = std::min<int64_t>(3, sw.size() - first);
+    const torch::Tensor windows = sw.Windows(padded, first, count, 3);  // (3, 1, 16, 16)
+    ASSERT_EQ(windows.size(0), 3);
+    if (count < 3) EXPECT_EQ(windows.narrow(0, count, 3 - count).abs().sum().item<float>(), 0);
+    sw.Blend(first, count, net(windows) + (torch::arange(3).view({3, 1, 1, 1}) >= count) * 1e6);
+  }
+  EXPECT_TRUE(torch::equal(sw.Result(), whole));
+  EXPECT_TRUE(torch::allclose(whole, torch::cat({image, 2 * image}, 1), 1e-6, 1e-6));
+}
+
 TEST(SlidingWindowLogits, RefusesAWindowOfAnotherRank) {
   SlidingWindowOptions o;
   o.window = {16, 16, 16};

@@ -1,0 +1,106 @@
+// See validation_split.h.
+#include "common/data/validation_split.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "common/data/counter_random.h"
+#include "common/data/nifti_dataset.h"
+#include "common/errors.h"
+
+namespace up {
+
+CaseSplit SplitCases(const Dataset& whole, const DataConfig& data, uint64_t seed) {
+  const int64_t n = whole.size();
+  std::vector<bool> held(static_cast<size_t>(n), false);
+  if (!data.validation_cases.empty()) {
+    std::map<std::string, int64_t> by_name;
+    for (int64_t i = 0; i < n; ++i) by_name[whole.CaseName(i)] = i;
+    for (const std::string& name : data.validation_cases) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        throw UsageError("data.validation names case '" + name +
+                         "', which data.path = " + data.path + " does not have (it has " +
+                         std::to_string(n) + " cases, the first '" + whole.CaseName(0) +
+                         "'); list names of its cases or give a share like 0.2");
+      }
+      if (held[static_cast<size_t>(it->second)])
+        throw UsageError("data.validation names case '" + name + "' twice; list it once");
+      held[static_cast<size_t>(it->second)] = true;
+    }
+  } else if (data.validation > 0) {
+    const int64_t count =
+        std::max<int64_t>(1, std::llround(data.validation * static_cast<double>(n)));
+    if (count >= n) {
+      throw UsageError("data.validation = " + std::to_string(data.validation) + " holds out " +
+                       std::to_string(count) + " of the dataset's " + std::to_string(n) +
+                       " cases, leaving none to train on; give a smaller share or more cases");
+    }
+    // Fisher-Yates over the case indices, seeded by train.seed alone.
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    uint64_t state = seed ^ 0x5851F42D4C957F2DULL;
+    for (int64_t i = n - 1; i > 0; --i)
+      std::swap(order[static_cast<size_t>(i)],
+                order[SplitMix(state) % static_cast<uint64_t>(i + 1)]);
+    for (int64_t i = 0; i < count; ++i)
+      held[static_cast<size_t>(order[static_cast<size_t>(i)])] = true;
+  }
+  CaseSplit split;
+  for (int64_t i = 0; i < n; ++i)
+    (held[static_cast<size_t>(i)] ? split.validation : split.train).push_back(i);
+  if (split.train.empty()) {
+    throw UsageError("data.validation holds out all " + std::to_string(n) +
+                     " cases, leaving none to train on; list fewer cases");
+  }
+  return split;
+}
+
+SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> whole, std::vector<int64_t> indices)
+    : whole_(std::move(whole)), indices_(std::move(indices)) {}
+
+std::unique_ptr<Dataset> TrainingCases(std::unique_ptr<Dataset> whole, const Config& config) {
+  if (!config.data.HasValidation()) return whole;
+  CaseSplit split = SplitCases(*whole, config.data, config.train.seed);
+  return std::make_unique<SubsetDataset>(std::shared_ptr<const Dataset>(std::move(whole)),
+                                         std::move(split.train));
+}
+
+std::unique_ptr<Dataset> MakeValidationDataset(const Config& config) {
+  if (!config.data.HasValidation()) return nullptr;
+  std::shared_ptr<const Dataset> whole = MakeWholeDataset(config);
+  CaseSplit split = SplitCases(*whole, config.data, config.train.seed);
+  return std::make_unique<SubsetDataset>(std::move(whole), std::move(split.validation));
+}
+
+const ValidationBatch& ValidationSet::Batch(int64_t index) const {
+  if (index < 0 || index >= static_cast<int64_t>(plan.size())) {
+    throw RuntimeError("validation batch " + std::to_string(index) + " is not in the plan of " +
+                       std::to_string(plan.size()) + " batches");
+  }
+  return plan[static_cast<size_t>(index)];
+}
+
+std::unique_ptr<ValidationSet> MakeValidationSet(const Config& config) {
+  std::unique_ptr<Dataset> cases = MakeValidationDataset(config);
+  if (!cases) return nullptr;
+  auto set = std::make_unique<ValidationSet>();
+  set->batch = config.train.batch_size / config.train.micro_batches;
+  set->plan = ValidationPlan(CaseShapes(*cases),
+                             std::vector<int64_t>(config.data.size.begin(), config.data.size.end()),
+                             config.validate.overlap, set->batch);
+  set->entries =
+      ValidationEntries(config.model.num_classes,
+                        config.model.num_classes == 4 && cases->LabelValues() == kBratsLabels);
+  set->cases = std::move(cases);
+  return set;
+}
+
+std::vector<std::vector<int64_t>> CaseShapes(const Dataset& data) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t i = 0; i < data.size(); ++i) out.push_back(data.SpatialShape(i));
+  return out;
+}
+
+}  // namespace up

@@ -1,0 +1,93 @@
+// data.workers: micro-batches made ahead on background threads are bit for
+// bit the ones the trainer's own thread makes (augmented, with two intra-op
+// threads, so a worker on OpenMP's default team would differ in the
+// reductions), in any order a process asks for them; a worker's error
+// reaches the Get that needs the batch; waits are counted.
+#include "common/data/batch_loader.h"
+
+#include <gtest/gtest.h>
+
+#include "common/errors.h"
+
+namespace up {
+namespace {
+
+Config Augmented(int workers) {
+  Config c;
+  c.model.dims = 3;
+  c.model.in_channels = 2;
+  c.model.features = {8, 16};
+  c.data.size = {12, 16, 16};
+  c.data.samples = 7;
+  c.data.augment = AugmentationNames();
+  c.data.workers = workers;
+  c.train.batch_size = 4;
+  c.train.micro_batches = 2;
+  c.train.threads = 2;
+  c.train.seed = 11;
+  return c;
+}
+
+TEST(BatchLoader, WorkersHandOverExactlyTheBatchesOfTheTrainersThread) {
+  at::set_num_threads(2);
+  const Config c = Augmented(3);
+  const std::unique_ptr<Dataset> data = MakeDataset(c);
+  BatchLoader loader(*data, c, SampleParts::kBoth);
+  for (int64_t step = 0; step < 4; ++step) {
+    for (int mb = 0; mb < 2; ++mb) {
+      const MicroBatch got = loader.Get(step, mb);
+      const MicroBatch want = LoadMicroBatch(*data, c, step, mb);
+      EXPECT_TRUE(torch::equal(got.images, want.images)) << "step " << step << " mb " << mb;
+      EXPECT_TRUE(torch::equal(got.masks, want.masks));
+    }
+  }
+  // Jumping ahead (a resumed run) and asking again both work.
+  EXPECT_TRUE(torch::equal(loader.Get(9, 1).images, LoadMicroBatch(*data, c, 9, 1).images));
+  EXPECT_TRUE(torch::equal(loader.Get(9, 1).images, LoadMicroBatch(*data, c, 9, 1).images));
+  EXPECT_GE(loader.TakeWaitSeconds(), 0.0);
+  EXPECT_EQ(loader.TakeWaitSeconds(), 0.0);  // taken
+}
+
+TEST(BatchLoader, OnlyThePartAskedForAndTheTimeSpentWithoutWorkers) {
+  const Config c = Augmented(0);
+  const std::unique_ptr<Dataset> data = MakeDataset(c);
+  BatchLoader loader(*data, c, SampleParts::kImages);
+  const MicroBatch b = loader.Get(0, 1);
+  EXPECT_TRUE(b.images.defined());
+  EXPECT_GT(loader.TakeWaitSeconds(), 0.0);  // loading on this thread is waiting
+}
+
+// A dataset whose fourth sample is bad, as a case with a NaN would be.
+class Failing : public Dataset {
+ public:
+  explicit Failing(std::unique_ptr<Dataset> inner) : inner_(std::move(inner)) {}
+  int64_t size() const override { return inner_->size(); }
+  Sample Get(int64_t index) const override {
+    if (index == 3) throw UsageError("case 3 is bad");
+    return inner_->Get(index);
+  }
+
+ private:
+  std::unique_ptr<Dataset> inner_;
+};
+
+TEST(BatchLoader, AWorkersErrorIsThrownByTheGetThatNeedsIt) {
+  const Config c = Augmented(2);
+  Failing data(MakeDataset(c));
+  BatchLoader loader(data, c, SampleParts::kBoth);
+  bool thrown = false;
+  for (int64_t step = 0; step < 4 && !thrown; ++step) {
+    for (int mb = 0; mb < 2 && !thrown; ++mb) {
+      try {
+        loader.Get(step, mb);
+      } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "case 3 is bad");
+        thrown = true;
+      }
+    }
+  }
+  EXPECT_TRUE(thrown);  // 4 steps of 4 samples visit every one of the 7
+}
+
+}  // namespace
+}  // namespace up
