@@ -42,6 +42,9 @@ struct StepRow {
   int64_t samples = 0;                // steps pooled into the median
   std::string ratio_to;               // the peer row's label ("" for none)
   double ratio = 0;                   // median_step_s / the peer's
+  // The run's processes' peak RSS added up (trainer, or launcher + encoder +
+  // decoder), the largest over the row's runs; 0 for the Python peer.
+  int64_t peak_rss_bytes = 0;
 };
 
 struct StepReport {

@@ -12,6 +12,7 @@ import sys
 
 TRANSPORT_TARGET = 0.9      # ring / memcpy for messages >= 16 MiB
 STEP_TARGET = 1.03          # pipeline / single-process step time
+EAGER_TARGET = 1.0          # single-process / plain Python PyTorch step time
 MEMORY_TARGET = 0.6         # larger stage / single-process peak RSS
 
 
@@ -154,25 +155,57 @@ def step_section(s, title):
     by = {r["label"]: r for r in rows}
     pipe = by.get("pipeline")
     out = [
-        f"### {title}: `{s['config']}`",
+        f"### {title}: `{s['config']}`"
+        + (" with " + ", ".join(f"`{x}`" for x in s["sets"]) if s.get("sets") else ""),
         "",
         f"{s['rounds']} runs per row of {s['steps']} steps each, the first {s['warmup']} steps of "
         f"every run dropped, {s['threads']} torch thread(s) per process; median over the pooled "
-        "steps, and each run's own median to show the spread.",
+        "steps, and each run's own median to show the spread. Machine: "
+        f"{s['machine']['cpu_model']}, {s['machine']['cores']} logical cores, LibTorch "
+        f"{s['machine']['torch']}, 1-minute load {s['machine']['load_1m']} at the end.",
         "",
-        "| row | schedule | lock | activations | median step (s) | per-run medians (s) | ratio |",
-        "|---|---|---|---|---:|---|---|",
+        "| row | schedule | lock | activations | median step (s) | per-run medians (s) | ratio "
+        "| peak RSS, all processes (MiB) |",
+        "|---|---|---|---|---:|---|---|---:|",
     ]
     for r in rows:
         if not r["built"]:
             out.append(f"| {r['label']} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
-                       f"{r.get('activations', '-')} | - | | {r.get('note', 'not built')} |")
+                       f"{r.get('activations', '-')} | - | | {r.get('note', 'not built')} | |")
             continue
         runs = ", ".join(f"{m:.4f}" for m in r["run_medians_s"])
         ratio = f"{r['ratio']:.3f}x {r['ratio_to']}" if "ratio_to" in r else "(peer)"
+        rss = mib(r["peak_rss_bytes"]) if r.get("peak_rss_bytes") else "-"
         out.append(f"| {r['label']} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
-                   f"{r.get('activations', '-')} | {r['median_step_s']:.4f} | {runs} | {ratio} |")
+                   f"{r.get('activations', '-')} | {r['median_step_s']:.4f} | {runs} | {ratio} "
+                   f"| {rss} |")
     out.append("")
+    eager = by.get("python eager")
+    if eager and eager.get("built") and "ratio" in eager:
+        single_over_eager = 1.0 / eager["ratio"]
+        out.append(f"Target: single-process no slower than plain Python PyTorch on the same "
+                   f"LibTorch, i.e. <= {EAGER_TARGET}x: {single_over_eager:.3f}x: "
+                   f"{verdict(single_over_eager <= EAGER_TARGET + 1e-9)}.")
+        out.append("")
+    glibc_single, glibc_pipe = by.get("single glibc defaults"), by.get("pipeline glibc defaults")
+    if glibc_single and glibc_pipe and pipe:
+        single_row = by["single"]
+        def rss_text(a, b):
+            if not (a.get("peak_rss_bytes") and b.get("peak_rss_bytes")):
+                return ""
+            return f", peak RSS {mib(a['peak_rss_bytes'])} MiB against {mib(b['peak_rss_bytes'])} MiB"
+        out.append(
+            "The CPU allocator (`common/model/tensor_accounting.h`, installed by every process) "
+            "keeps freed tensor blocks in the process instead of handing them back to the kernel "
+            "each step (glibc's mmap and trim thresholds raised, as "
+            "`GLIBC_TUNABLES=glibc.malloc.mmap_threshold=...:trim_threshold=...` would). The "
+            "`glibc defaults` rows turn that off (`UP_GLIBC_MALLOC_DEFAULTS=1`): single-process "
+            f"{glibc_single['median_step_s']:.4f} s against {single_row['median_step_s']:.4f} s "
+            f"({glibc_single['ratio']:.3f}x){rss_text(single_row, glibc_single)}; pipeline "
+            f"{glibc_pipe['median_step_s']:.4f} s against {pipe['median_step_s']:.4f} s "
+            f"({glibc_pipe['ratio']:.3f}x){rss_text(pipe, glibc_pipe)} (kept blocks against "
+            "blocks returned).")
+        out.append("")
     if pipe:
         ok = pipe["ratio"] <= STEP_TARGET
         single = by["single"]["median_step_s"]
@@ -217,7 +250,19 @@ def step_sections(tiny, small):
         "stages (`pipeline.lock: off`) alternate (sequential, gpipe, 1f1b, and 1f1b with the "
         "boundary over c10d's Gloo on loopback as between two machines, ...). Same config, "
         "same `train.threads`, checkpoints off except the pipeline's final one (after the last "
-        "timed step).",
+        "timed step). Beside the single-process trainer, the `python eager` row is its peer in "
+        "plain PyTorch on the same LibTorch: `.venv`'s Python trains the same model eagerly (the "
+        "classic U-Net as `scripts/unet_reference.py`'s, a `torchscript` bundle as the unsplit "
+        "model its manifest's factory builds, an nnU-Net plan as dynamic_network_architectures' "
+        "network) with the same shapes, threads, loss and Adam, on random data made once "
+        "(`bench/eager_step.py`, `bench/nnunet_eager.py`); its runs follow the pair's, `rounds` "
+        "of them, with the same warm-up dropped. Where it cannot match the config (another loss "
+        "or optimizer), the row says why instead of a figure. The `glibc defaults` rows run the "
+        "trainers with `UP_GLIBC_MALLOC_DEFAULTS=1`, alternated with the rows they are compared "
+        "to; the fp16 rows are timed only on a GPU (a CPU emulates fp16, about 30x slower than "
+        "fp32 on tiny here). Peak RSS adds up every process of a run (`summary.json`'s "
+        "`peak_rss_bytes`: the trainer, or the launcher and both stages, each holding its own "
+        "LibTorch runtime), the largest over the row's runs.",
         "",
     ]
     if tiny:

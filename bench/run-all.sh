@@ -27,7 +27,9 @@ run() {
 
 run transport transport --max-bytes "$MAX_BYTES"
 run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$ROUNDS" --warmup 2
-run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2
+# small as the speed targets are set: 2 threads, batch 8 in one micro-batch.
+run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2 \
+  --set train.threads=2 --set train.micro_batches=1
 run memory-small memory --config configs/small.yaml --steps 3
 # The same with one micro-batch in flight, to separate that effect (docs say why).
 run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1
