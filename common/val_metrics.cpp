@@ -2,8 +2,13 @@
 #include "common/val_metrics.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
+
+#include "common/checkpoint_manifest.h"
+#include "common/fs_util.h"
+#include "common/plot_svg.h"
 
 namespace up {
 
@@ -49,6 +54,26 @@ ValidationScores ScoreValidation(const std::vector<std::vector<int64_t>>& counts
   }
   s.mean = classes > 0 ? class_sum / classes : nan;
   return s;
+}
+
+BestValidation RecallBestValidation(const std::string& run_dir) {
+  BestValidation best;
+  try {
+    const std::filesystem::path dir(run_dir);
+    const std::string manifest = (dir / "checkpoints" / "best" / "manifest.json").string();
+    std::error_code ec;
+    if (!std::filesystem::exists(manifest, ec)) return best;
+    const int64_t step = ParseManifest(ReadFile(manifest)).step;
+    for (const MetricsPoint& p : ReadMetricsFile((dir / "metrics.jsonl").string())) {
+      if (p.step == step && std::isfinite(p.val_dice)) {
+        best.dice = p.val_dice;
+        best.step = step;
+      }
+    }
+  } catch (const std::exception&) {
+    return BestValidation{};  // no best to keep: the next validation sets one
+  }
+  return best;
 }
 
 bool BestValidation::Offer(const ValidationScores& scores, int64_t at_step) {

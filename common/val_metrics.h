@@ -46,4 +46,9 @@ struct BestValidation {
   bool Offer(const ValidationScores& scores, int64_t step);
 };
 
+// The best so far of the run in `run_dir`, for a resumed run: the step of
+// its checkpoints/best (from the manifest) and that step's val_dice in
+// metrics.jsonl; none (dice -1) when either is missing or unreadable.
+BestValidation RecallBestValidation(const std::string& run_dir);
+
 }  // namespace up

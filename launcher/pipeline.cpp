@@ -344,6 +344,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   Progress progress("pipeline", t.steps);
   SkipWatch skips;
   TrainSummary summary;
+  if (resume) summary.best = RecallBestValidation(run.path());  // best stays best
   const auto wall_start = Clock::now();
   int64_t completed = start;
   for (int64_t step = start; step < t.steps; ++step) {

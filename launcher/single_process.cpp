@@ -137,6 +137,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   Progress progress("single-process", t.steps);
   SkipWatch skips;
   TrainSummary summary;
+  if (resume) summary.best = RecallBestValidation(run.path());  // best stays best
   const auto wall_start = Clock::now();
   int64_t completed = start;
   // The peak is reset around each optimizer step, to measure the two phases

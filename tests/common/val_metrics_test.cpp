@@ -6,10 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/checkpoint_manifest.h"
 
 namespace up {
 namespace {
+
+namespace fs = std::filesystem;
 
 TEST(ValidationEntries, ClassesThenTheBratsRegions) {
   const std::vector<ValidationEntry> plain = ValidationEntries(3, false);
@@ -67,6 +75,30 @@ TEST(BestValidation, KeepsTheHighestMeanAndItsStep) {
   EXPECT_TRUE(best.Offer(s, 8));
   EXPECT_EQ(best.step, 8);
   EXPECT_DOUBLE_EQ(best.dice, 0.5);
+}
+
+TEST(RecallBestValidation, TheBestCheckpointsStepAndItsScore) {
+  const fs::path run = fs::temp_directory_path() / ("val_metrics_test." + std::to_string(getpid()));
+  fs::remove_all(run);
+  EXPECT_EQ(RecallBestValidation(run.string()).dice, -1);  // no run yet
+  fs::create_directories(run / "checkpoints" / "best-2");
+  fs::create_directory_symlink("best-2", run / "checkpoints" / "best");
+  CheckpointManifest m;
+  m.step = 2;
+  m.model_signature = m.config_sha256 = std::string(64, 'a');
+  m.files.push_back({"encoder.pt", 1, std::string(64, 'b')});
+  std::ofstream(run / "checkpoints" / "best-2" / "manifest.json") << ManifestJson(m);
+  std::ofstream(run / "metrics.jsonl") << "{\"step\":1,\"loss\":1,\"dice\":0}\n"
+                                       << "{\"step\":2,\"loss\":1,\"dice\":0,\"val_dice\":0.75}\n"
+                                       << "{\"step\":4,\"loss\":1,\"dice\":0,\"val_dice\":0.5}\n";
+  const BestValidation best = RecallBestValidation(run.string());
+  EXPECT_EQ(best.step, 2);
+  EXPECT_DOUBLE_EQ(best.dice, 0.75);
+  ValidationScores worse;
+  worse.mean = 0.6;
+  BestValidation resumed = best;
+  EXPECT_FALSE(resumed.Offer(worse, 6));  // after a resume, 0.6 does not beat 0.75
+  fs::remove_all(run);
 }
 
 }  // namespace
