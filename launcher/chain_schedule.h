@@ -7,7 +7,7 @@
 // further down the chain, so "B_s(m) after B_{s+1}(m)" orders every gradient
 // a stage waits for. A pure function of (kind, stages, micro-batches,
 // whether clipping needs every stage's norms), kept apart from the processes
-// that run it; for two stages it is StepSchedule's schedule exactly (tested).
+// that run it; StepSchedule, the two-stage pipeline's, is its case S = 2.
 //
 //   sequential (turn taking, stages may share a device):
 //     [0: F0..F(M-1)] [1: F0..] .. [S-1: FB0..FB(M-1) (+S)] [S-2: B0.. (+S)] .. [0: B0.. S]

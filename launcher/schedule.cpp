@@ -5,17 +5,13 @@
 #include <map>
 
 #include "common/errors.h"
+#include "launcher/chain_schedule.h"
 
 namespace up {
 namespace {
 
 using ipc::Action;
 using ipc::Op;
-
-Action F(int m) { return {Op::kForward, m}; }
-Action B(int m) { return {Op::kBackward, m}; }
-Action FB(int m) { return {Op::kForwardBackward, m}; }
-Action S() { return {Op::kStep, -1}; }
 
 }  // namespace
 
@@ -29,38 +25,15 @@ ScheduleKind ParseScheduleKind(const std::string& name) {
 }
 
 std::vector<Phase> StepSchedule(ScheduleKind kind, int m, bool global_norms) {
-  std::vector<Action> enc, dec;
+  // The two-stage case of the chain's schedule (chain_schedule.h): stage 0
+  // is the encoder, stage 1 the decoder.
   std::vector<Phase> phases;
-  if (kind == ScheduleKind::kSequential) {
-    for (int i = 0; i < m; ++i) enc.push_back(F(i));
-    for (int i = 0; i < m; ++i) dec.push_back(FB(i));
-    if (!global_norms) dec.push_back(S());
-    std::vector<Action> back;
-    for (int i = 0; i < m; ++i) back.push_back(B(i));
-    back.push_back(S());
-    phases.push_back({{{StageId::kEncoder, enc}}});
-    phases.push_back({{{StageId::kDecoder, dec}}});
-    phases.push_back({{{StageId::kEncoder, back}}});
-    if (global_norms) phases.push_back({{{StageId::kDecoder, {S()}}}});
-    return phases;
+  for (const ChainPhase& c : ChainSchedule(kind, 2, m, global_norms)) {
+    Phase p;
+    for (const ChainTurn& t : c.turns)
+      p.turns.push_back({t.stage == 0 ? StageId::kEncoder : StageId::kDecoder, t.actions});
+    phases.push_back(std::move(p));
   }
-  for (int i = 0; i < m; ++i) dec.push_back(FB(i));
-  if (kind == ScheduleKind::kGPipe) {
-    for (int i = 0; i < m; ++i) enc.push_back(F(i));
-    for (int i = 0; i < m; ++i) enc.push_back(B(i));
-  } else {  // 1F1B with two stages: one warm-up forward, then alternate.
-    enc.push_back(F(0));
-    for (int i = 0; i < m; ++i) {
-      if (i + 1 < m) enc.push_back(F(i + 1));
-      enc.push_back(B(i));
-    }
-  }
-  if (!global_norms) {
-    enc.push_back(S());
-    dec.push_back(S());
-  }
-  phases.push_back({{{StageId::kEncoder, enc}, {StageId::kDecoder, dec}}});
-  if (global_norms) phases.push_back({{{StageId::kEncoder, {S()}}, {StageId::kDecoder, {S()}}}});
   return phases;
 }
 
