@@ -39,7 +39,6 @@ void BatchLoader::Work() {
       position = queue_.front();
       queue_.pop_front();
     }
-    std::promise<MicroBatch> done;
     try {
       MicroBatch b = LoadMicroBatch(data_, config_, position / micro_batches_,
                                     static_cast<int>(position % micro_batches_), parts_);

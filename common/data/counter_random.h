@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace up {
 
@@ -12,6 +14,15 @@ inline uint64_t SplitMix(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
+}
+
+// A permutation of 0..n-1, Fisher-Yates driven by SplitMix from `state`.
+inline std::vector<int64_t> SeededPermutation(int64_t n, uint64_t state) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(perm[static_cast<size_t>(i)], perm[SplitMix(state) % static_cast<uint64_t>(i + 1)]);
+  return perm;
 }
 
 // Uniform in [0, 1) with 53 random bits.

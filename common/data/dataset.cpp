@@ -32,11 +32,8 @@ int64_t SampleIndex(int64_t n, uint64_t seed, int64_t position) {
   // Fisher-Yates with a counter-based generator: permutation of epoch e is
   // fixed by (seed, e). Recomputed per call; datasets here are small.
   const int64_t epoch = position / n;
-  uint64_t state = seed ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(epoch + 1));
-  std::vector<int64_t> perm(n);
-  for (int64_t i = 0; i < n; ++i) perm[i] = i;
-  for (int64_t i = n - 1; i > 0; --i)
-    std::swap(perm[i], perm[SplitMix(state) % static_cast<uint64_t>(i + 1)]);
+  const std::vector<int64_t> perm =
+      SeededPermutation(n, seed ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(epoch + 1)));
   return perm[position % n];
 }
 

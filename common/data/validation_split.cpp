@@ -37,13 +37,8 @@ CaseSplit SplitCases(const Dataset& whole, const DataConfig& data, uint64_t seed
                        std::to_string(count) + " of the dataset's " + std::to_string(n) +
                        " cases, leaving none to train on; give a smaller share or more cases");
     }
-    // Fisher-Yates over the case indices, seeded by train.seed alone.
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-    uint64_t state = seed ^ 0x5851F42D4C957F2DULL;
-    for (int64_t i = n - 1; i > 0; --i)
-      std::swap(order[static_cast<size_t>(i)],
-                order[SplitMix(state) % static_cast<uint64_t>(i + 1)]);
+    // The first `count` of a permutation seeded by train.seed alone.
+    const std::vector<int64_t> order = SeededPermutation(n, seed ^ 0x5851F42D4C957F2DULL);
     for (int64_t i = 0; i < count; ++i)
       held[static_cast<size_t>(order[static_cast<size_t>(i)])] = true;
   }
