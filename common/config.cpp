@@ -33,6 +33,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/model_geometry.h"
+#include "common/pipeline_layout.h"
 
 namespace up {
 namespace {
@@ -92,6 +93,13 @@ const std::vector<std::string>& LeafKeys() {
       "pipeline.park",
       "pipeline.prefetch",
       "pipeline.timeout_s",
+      "pipeline.encoder_parts",
+      "pipeline.decoder_parts",
+      "pipeline.cuts.encoder",
+      "pipeline.cuts.decoder",
+      "pipeline.placement",
+      "pipeline.devices",
+      "pipeline.nodes",
       "pipeline.stages.encoder.device",
       "pipeline.stages.encoder.node",
       "pipeline.stages.decoder.device",
@@ -111,6 +119,7 @@ const std::vector<std::string>& SectionKeys() {
       "checkpoint",
       "validate",
       "pipeline",
+      "pipeline.cuts",
       "pipeline.stages",
       "pipeline.stages.encoder",
       "pipeline.stages.decoder",
@@ -643,21 +652,40 @@ class Reader {
     *field = node.Scalar();
   }
 
-  void Device(const std::string& path, std::string* field) const {
-    if (!Has(path)) return;
-    const YAML::Node& node = Node(path);
-    const std::string what = "expected cpu, cuda or cuda:N (N a device index)";
-    if (!node.IsScalar()) FailAt(path, "", what);
+  static bool IsDeviceName(const YAML::Node& node) {
+    if (!node.IsScalar()) return false;
     const std::string& s = node.Scalar();
-    bool ok = s == "cpu" || s == "cuda";
-    if (!ok && s.compare(0, 5, "cuda:") == 0) {
-      std::string index = s.substr(5);
-      ok = !index.empty() && index.size() <= 4 &&
+    if (s == "cpu" || s == "cuda") return true;
+    if (s.compare(0, 5, "cuda:") != 0) return false;
+    const std::string index = s.substr(5);
+    return !index.empty() && index.size() <= 4 &&
            std::all_of(index.begin(), index.end(),
                        [](unsigned char c) { return std::isdigit(c) != 0; });
+  }
+
+  void Device(const std::string& path, std::string* field) const {
+    if (!Has(path)) return;
+    if (!IsDeviceName(Node(path)))
+      FailAt(path, "", "expected cpu, cuda or cuda:N (N a device index)");
+    *field = Node(path).Scalar();
+  }
+
+  // A list of devices, one per stage ([] or null: none).
+  void DeviceSeq(const std::string& path, std::vector<std::string>* field) const {
+    if (!Has(path)) return;
+    const YAML::Node& node = Node(path);
+    const std::string what = "expected a list of devices (cpu, cuda or cuda:N), one per stage";
+    if (node.IsNull()) {
+      field->clear();
+      return;
     }
-    if (!ok) FailAt(path, "", what);
-    *field = s;
+    if (!node.IsSequence()) FailAt(path, "", what);
+    std::vector<std::string> values;
+    for (const auto& item : node) {
+      if (!IsDeviceName(item)) FailAt(path, "", what);
+      values.push_back(item.Scalar());
+    }
+    *field = std::move(values);
   }
 
   // A list of `min_count`..`max_count` integers each >= `min_value`.
@@ -935,6 +963,33 @@ void ReadPipeline(const Reader& r, PipelineConfig* p) {
   r.Int("pipeline.stages.encoder.node", &p->encoder.node, kAtLeast0);
   r.Device("pipeline.stages.decoder.device", &p->decoder.device);
   r.Int("pipeline.stages.decoder.node", &p->decoder.node, kAtLeast0);
+  r.Int("pipeline.encoder_parts", &p->encoder_parts, {1, 64});
+  r.Int("pipeline.decoder_parts", &p->decoder_parts, {1, 64});
+  r.IntSeq("pipeline.cuts.encoder", &p->encoder_cuts, 0, 63, 1);
+  r.IntSeq("pipeline.cuts.decoder", &p->decoder_cuts, 0, 63, 1);
+  r.Enum("pipeline.placement", &p->placement, {"listed", "mirrored"});
+  r.DeviceSeq("pipeline.devices", &p->devices);
+  r.IntSeq("pipeline.nodes", &p->nodes, 0, 128, 0);
+  // Parts not given: as many as the cuts make.
+  const struct {
+    const char* parts_key;
+    const char* cuts_key;
+    int* parts;
+    const std::vector<int>* cuts;
+  } halves[] = {
+      {"pipeline.encoder_parts", "pipeline.cuts.encoder", &p->encoder_parts, &p->encoder_cuts},
+      {"pipeline.decoder_parts", "pipeline.cuts.decoder", &p->decoder_parts, &p->decoder_cuts}};
+  for (const auto& h : halves) {
+    const int from_cuts = static_cast<int>(h.cuts->size()) + 1;
+    if (*h.parts == 0) {
+      *h.parts = from_cuts;
+    } else if (!h.cuts->empty() && *h.parts != from_cuts) {
+      r.FailAt(h.cuts_key, "",
+               "makes " + std::to_string(from_cuts) + " parts, but " + h.parts_key + " is " +
+                   std::to_string(*h.parts) + "; give one cut fewer than parts, or leave " +
+                   h.parts_key + " out");
+    }
+  }
 }
 
 // The rules that tie several keys together.
@@ -1047,6 +1102,8 @@ void CheckConsistency(const Reader& r, const Config& c) {
                  " (overlapped schedules need the lock off or stages on different devices); "
                  "set pipeline.lock to auto or off, or pipeline.schedule to sequential");
   }
+  // The parts, cuts and placement lists against the model's levels.
+  ResolveLayout(c);
 }
 
 // A relative model.plans or model.path in a config file names a file beside
@@ -1224,6 +1281,22 @@ std::string DumpConfig(const Config& c) {
   line(2, "park", Quote(p.park));
   line(2, "prefetch", Quote(p.prefetch));
   line(2, "timeout_s", FormatDouble(p.timeout_s));
+  // Written only when more than two stages are asked for, so a two-stage
+  // config dumps (and hashes) as before.
+  if (p.encoder_parts > 1) line(2, "encoder_parts", num(p.encoder_parts));
+  if (p.decoder_parts > 1) line(2, "decoder_parts", num(p.decoder_parts));
+  if (!p.encoder_cuts.empty() || !p.decoder_cuts.empty()) {
+    line(2, "cuts", "");
+    if (!p.encoder_cuts.empty()) line(4, "encoder", IntList(p.encoder_cuts));
+    if (!p.decoder_cuts.empty()) line(4, "decoder", IntList(p.decoder_cuts));
+  }
+  if (p.placement != "listed") line(2, "placement", Quote(p.placement));
+  if (!p.devices.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& d : p.devices) quoted.push_back(Quote(d));
+    line(2, "devices", "[" + Join(quoted, ", ") + "]");
+  }
+  if (!p.nodes.empty()) line(2, "nodes", IntList(p.nodes));
   line(2, "stages", "");
   line(4, "encoder", "");
   line(6, "device", Quote(p.encoder.device));

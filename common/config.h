@@ -117,8 +117,23 @@ struct PipelineConfig {
   std::string park = "auto";            // auto | always | never
   std::string prefetch = "off";         // off | on: the next stage unparks before its turn
   double timeout_s = 120.0;             // every wait's limit, > 0
-  StagePlacement encoder{"cpu", 0};
+  // More than two stages (pipeline_layout.h): each half cut into parts at
+  // the given level indices (the decoder's counted in the order it runs
+  // them), or balanced when no cuts are given. Read as 0 when not given,
+  // then resolved to the cuts' count + 1 (1 without cuts).
+  int encoder_parts = 0;
+  int decoder_parts = 0;
+  std::vector<int> encoder_cuts;
+  std::vector<int> decoder_cuts;
+  // listed: pipeline.devices / pipeline.nodes name every stage in pipeline
+  // order; mirrored: they name the encoder parts, and each decoder part sits
+  // with the encoder part whose largest skip it takes.
+  std::string placement = "listed";
+  std::vector<std::string> devices;  // empty: the two-stage keys below
+  std::vector<int> nodes;
+  StagePlacement encoder{"cpu", 0};  // every encoder part, unless pipeline.devices says
   StagePlacement decoder{"cpu", 0};
+  int stages() const { return encoder_parts + decoder_parts; }
 };
 
 struct Config {

@@ -32,8 +32,8 @@ std::string WeightsFile(const std::string& stage, int64_t step) {
 std::string StageFile(const std::string& stage, int64_t step) {
   return stage + Suffix(step) + ".stage";
 }
-std::string PeerNormsFile(const std::string& stage, int64_t step) {
-  return stage + "-peer-norms" + Suffix(step) + ".pt";
+std::string StepNormsFile(const std::string& stage, int64_t step) {
+  return stage + "-step-norms" + Suffix(step) + ".pt";
 }
 std::string PartIndexFile(const std::string& stage) { return stage + ".jsonl"; }
 

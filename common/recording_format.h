@@ -9,7 +9,7 @@
 //                                    (also after the last recorded step)
 //   DIR/{stage}-s{S}.stage           the same as a stage file (weights, optimizer,
 //                                    RNG): what replay starts from
-//   DIR/{stage}-peer-norms-s{S}.pt   the other stage's grad norms given for step S
+//   DIR/{stage}-step-norms-s{S}.pt   every stage's grad norms its step S was given
 //   DIR/{stage}.jsonl                each stage's index lines, as written
 //   DIR/index.json                   the merged index (written by the launcher)
 //
@@ -25,18 +25,18 @@
 namespace up::recording {
 
 inline constexpr const char* kFormat = "unet-pipeline-recording";
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;  // 2: step_norms (every stage's) for peer_norms
 inline constexpr const char* kIndexFile = "index.json";
 inline constexpr const char* kConfigFile = "config.yaml";
 
 std::string BoundaryFile(const std::string& direction, int64_t step, int micro_batch);
 std::string WeightsFile(const std::string& stage, int64_t step);
 std::string StageFile(const std::string& stage, int64_t step);
-std::string PeerNormsFile(const std::string& stage, int64_t step);
+std::string StepNormsFile(const std::string& stage, int64_t step);
 std::string PartIndexFile(const std::string& stage);
 
 // One index line. kind: "boundary" (direction "forward"/"backward"),
-// "weights", "stage_file", "peer_norms", "loss" (value = the micro-batch's
+// "weights", "stage_file", "step_norms", "loss" (value = the micro-batch's
 // scaled loss; no file).
 struct Entry {
   std::string kind, stage, file, direction;

@@ -1,6 +1,9 @@
 // See test_hooks.h.
 #include "common/test_hooks.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +30,7 @@ const std::vector<std::string> kLauncherPoints = {"spawn", "turn", "save", "fini
 [[noreturn]] void BadHook(const char* var, const std::string& value, const std::string& why) {
   std::fprintf(stderr,
                "error: %s=%s is not a valid test hook: %s; use <who>:<point>[:<step>] with who "
-               "encoder|decoder|launcher (see common/test_hooks.h)\n",
+               "encoder|decoder|launcher, or a part's key as encoder2 (see common/test_hooks.h)\n",
                var, value.c_str(), why.c_str());
   std::_Exit(2);
 }
@@ -67,7 +70,13 @@ const std::vector<Hook>& Hooks() {
 
 bool IsTestHookPoint(const std::string& who, const std::string& point) {
   const std::vector<std::string>* points = nullptr;
-  if (who == "encoder" || who == "decoder") points = &kStagePoints;
+  // A stage by its key: encoder, decoder, or a part of one (encoder2, decoder3).
+  for (const std::string half : {"encoder", "decoder"}) {
+    if (who.rfind(half, 0) == 0 &&
+        std::all_of(who.begin() + static_cast<std::ptrdiff_t>(half.size()), who.end(),
+                    [](unsigned char c) { return std::isdigit(c) != 0; }))
+      points = &kStagePoints;
+  }
   if (who == "launcher") points = &kLauncherPoints;
   if (!points) return false;
   for (const std::string& p : *points) {

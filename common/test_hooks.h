@@ -5,9 +5,9 @@
 //   UP_TEST_KILL_AT=<who>:<point>[:<step>]   the process raises SIGKILL on itself
 //   UP_TEST_HANG_AT=<who>:<point>[:<step>]   the process raises SIGSTOP on itself
 //
-// <who> is encoder, decoder or launcher; <step> is 1-based (the step the
-// launcher's messages name) and, when given, must match; without it the first
-// time the point is reached counts. Points (kTestHookPoints):
+// <who> is encoder, decoder or launcher, or a part's key (encoder2, decoder3); <step> is 1-based
+// (the step the launcher's messages name) and, when given, must match; without it the first time
+// the point is reached counts. Points (kTestHookPoints):
 //   stages:   start (arguments read, before connecting), hello (after the
 //             handshake and any --load), turn (a Turn received: the stage holds
 //             its device), forward (encoder: boundary computed, before sending;
@@ -31,7 +31,8 @@
 
 namespace up {
 
-// The points a hook may name, for `who` ("encoder", "decoder" or "launcher").
+// The points a hook may name, for `who` ("encoder", "decoder", a part's key
+// such as "decoder2", or "launcher").
 bool IsTestHookPoint(const std::string& who, const std::string& point);
 
 // Raises the hook's signal if UP_TEST_KILL_AT or UP_TEST_HANG_AT names this

@@ -1,8 +1,8 @@
-// decoder_proc: the decoder stage as a process. Started by `unet-pipeline`.
+// decoder_proc: the decoder stage (one decoder part) as a process. Started by `unet-pipeline`.
 #include "decoder_proc/decoder_stage.h"
 
 int main(int argc, char** argv) {
   return up::stage::StageMain(argc, argv, "decoder", [](const up::stage::StageContext& ctx) {
-    return std::make_unique<up::DecoderStage>(ctx.config, *ctx.sender, *ctx.receiver);
+    return std::make_unique<up::DecoderStage>(ctx);
   });
 }

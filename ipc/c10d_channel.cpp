@@ -97,7 +97,8 @@ c10::intrusive_ptr<c10d::Backend> JoinStageGroup(const C10dOptions& o,
     throw TimeoutError("cannot reach the rendezvous store at " + o.store_host + ":" +
                        std::to_string(o.store_port) + ": " + C10dMessage(e));
   }
-  const char* peer = o.rank == 0 ? "decoder" : "encoder";
+  const std::string peer =
+      o.world_size == 2 ? (o.rank == 0 ? "decoder stage" : "encoder stage") : "other stages";
   try {
     if (o.backend == "nccl") {
       if (!device.is_cuda()) {
@@ -105,18 +106,18 @@ c10::intrusive_ptr<c10d::Backend> JoinStageGroup(const C10dOptions& o,
             "pipeline.transport = nccl needs both stages on CUDA devices, this one is " +
             device.str() + "; use gloo");
       }
-      return MakeNcclGroup(store, o.rank, 2, o.timeout_s);
+      return MakeNcclGroup(store, o.rank, o.world_size, o.timeout_s);
     }
     if (o.backend != "gloo") {
       throw UsageError("c10d backend '" + o.backend + "' is not one of gloo, nccl");
     }
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host));
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank, 2, options);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank, o.world_size, options);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw TimeoutError(std::string("the ") + peer + " stage did not join the " + o.backend +
+    throw TimeoutError("the " + peer + " did not join the " + o.backend +
                        " process group (rendezvous at " + o.store_host + ":" +
                        std::to_string(o.store_port) + ", this stage on " + o.bind_host +
                        "): " + C10dMessage(e));

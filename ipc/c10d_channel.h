@@ -1,17 +1,17 @@
 // Boundary tensors between stages on different machines (or GPUs) over
-// LibTorch's own distributed engine, c10d: a two-rank process group (the
+// LibTorch's own distributed engine, c10d: a process group of one rank per
+// stage (rank = the stage's place in the pipeline: with two stages the
 // encoder is rank 0, the decoder rank 1) that meets through the TCPStore
 // node 0's launcher serves.
 //
 // Each message is a fixed-size header (step, micro-batch, direction, then
 // each tensor's name, dtype and shape) and one point-to-point send per
 // tensor, all on one tag per direction, so the receiver matches them in
-// order. Sends are asynchronous and bounded: a sender keeps up to
-// `max_in_flight` messages (and their tensors) outstanding, like the ring's
-// slots, so two stages that send to each other at once cannot deadlock.
-// Every wait ends at its deadline with an error naming the peer. The header
-// is checked (tensor count, dims, total bytes against the size agreed in the
-// handshake) before anything is allocated.
+// order (one pair of tags per pair of stages). Sends are asynchronous and bounded: a sender keeps
+// up to `max_in_flight` messages (and their tensors) outstanding, like the ring's slots, so two
+// stages that send to each other at once cannot deadlock. Every wait ends at its deadline with an
+// error naming the peer. The header is checked (tensor count, dims, total bytes against the size
+// agreed in the handshake) before anything is allocated.
 //
 // Gloo carries CPU tensors (device tensors are copied to the host first);
 // NCCL carries CUDA tensors. One thread per endpoint.
@@ -32,12 +32,13 @@ struct C10dOptions {
   std::string store_host;        // the TCPStore (node 0's launcher)
   int store_port = 0;
   std::string prefix;     // keys of this run in the store (its run id)
-  int rank = 0;           // 0 encoder, 1 decoder
+  int rank = 0;           // the stage's place in the pipeline
+  int world_size = 2;     // the stages
   std::string bind_host;  // this node's address for the group's sockets
   double timeout_s = 120;
 };
 
-// Joins the two-rank process group. UsageError for an unknown backend or
+// Joins the stages' process group. UsageError for an unknown backend or
 // NCCL without a CUDA device; TimeoutError when the peer does not join.
 c10::intrusive_ptr<c10d::Backend> JoinStageGroup(const C10dOptions& options,
                                                  const torch::Device& device);

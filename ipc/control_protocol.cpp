@@ -1,6 +1,7 @@
 // See control_protocol.h.
 #include "ipc/control_protocol.h"
 
+#include <climits>
 #include <fstream>
 
 #include "common/errors.h"
@@ -81,6 +82,8 @@ std::string ActionsText(const std::vector<Action>& actions) {
 ControlMessage Encode(const Hello& m) {
   WireWriter w;
   w.U32(m.protocol).Str(m.stage).I64(m.pid).Str(m.config_sha256).Str(m.boundary_signature);
+  std::vector<int64_t> positions(m.parameter_positions.begin(), m.parameter_positions.end());
+  w.I64Vec(positions);
   return Message(MsgType::kHello, w.Take());
 }
 
@@ -94,6 +97,11 @@ Hello DecodeHello(const ControlMessage& m) {
   h.pid = r.I64();
   h.config_sha256 = r.Str();
   h.boundary_signature = r.Str();
+  for (int64_t p : r.I64Vec()) {
+    if (p < 0 || p > INT32_MAX)
+      throw RuntimeError("Hello message: parameter position " + std::to_string(p));
+    h.parameter_positions.push_back(static_cast<int32_t>(p));
+  }
   r.ExpectDone();
   return h;
 }
@@ -128,7 +136,7 @@ ControlMessage Encode(const TurnRequest& m) {
   WireWriter w;
   w.I64(m.step).U32(static_cast<uint32_t>(m.actions.size()));
   for (const Action& a : m.actions) w.U32(static_cast<uint32_t>(a.op)).I64(a.micro_batch);
-  w.F32Vec(m.peer_norms);
+  w.F32Vec(m.all_norms);
   return Message(MsgType::kTurn, w.Take());
 }
 
@@ -149,7 +157,7 @@ TurnRequest DecodeTurn(const ControlMessage& m) {
     a.micro_batch = static_cast<int32_t>(r.I64());
     t.actions.push_back(a);
   }
-  t.peer_norms = r.F32Vec();
+  t.all_norms = r.F32Vec();
   r.ExpectDone();
   return t;
 }

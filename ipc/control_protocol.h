@@ -30,8 +30,10 @@
 namespace up::ipc {
 
 // 2: fp16 outcome and tensor bytes in the reports; 3: peaks per phase;
-// 4: validation (VF, VP and the report's validation counts), data_wait_s.
-inline constexpr uint32_t kProtocolVersion = 4;
+// 4: validation (VF, VP and the report's validation counts), data_wait_s;
+// 5: any number of stages (Hello's stage index and parameter positions, a
+// step's norms of every stage).
+inline constexpr uint32_t kProtocolVersion = 5;
 
 enum class MsgType : uint32_t {
   kHello = 1,
@@ -51,15 +53,15 @@ const char* MsgTypeName(uint32_t type);
 
 // What a stage does in a turn, one micro-batch at a time.
 enum class Op : uint32_t {
-  kForward = 1,          // encoder: forward micro-batch m, send the boundary
-  kBackward = 2,         // encoder: receive the boundary's gradients, backward
-  kForwardBackward = 3,  // decoder: receive, forward, loss, backward, send grads
+  kForward = 1,          // a stage but the last: forward micro-batch m, send its outputs
+  kBackward = 2,         // a stage but the last: receive its outputs' gradients, backward
+  kForwardBackward = 3,  // the last stage: receive, forward, loss, backward, send grads
   kStep = 4,             // clip (global norm) and step the optimizer
   // Validation, between steps, changing no training state: the action's
   // micro_batch is the index of a batch of the validation plan
   // (common/window_grid.h ValidationPlan).
-  kValForward = 5,  // encoder: forward the batch's windows without a graph, send the boundary
-  kValPredict = 6,  // decoder: receive, forward, blend; after a case's last batch, count it
+  kValForward = 5,  // a stage but the last: forward the batch's windows without a graph, send
+  kValPredict = 6,  // the last stage: receive, forward, blend; after a case's last batch, count
 };
 struct Action {
   Op op = Op::kForward;
@@ -72,16 +74,21 @@ std::string ActionsText(const std::vector<Action>& actions);
 
 struct Hello {
   uint32_t protocol = kProtocolVersion;
-  std::string stage;  // "encoder" | "decoder"
+  std::string stage;  // its key: "encoder", "decoder", "decoder2" (pipeline_layout.h)
   int64_t pid = 0;
   std::string config_sha256;
   std::string boundary_signature;
+  // Where each of the stage's parameters stands in its whole half's order:
+  // the launcher puts the stages' grad norms together in that order.
+  std::vector<int32_t> parameter_positions;
 };
 
 struct TurnRequest {
   int64_t step = 0;  // 0-based optimizer step
   std::vector<Action> actions;
-  std::vector<float> peer_norms;  // the other stage's grad norms, for kStep with clipping
+  // For kStep with clipping or fp16: every stage's grad norms, in the whole
+  // model's parameter order (the encoder's, then the decoder's).
+  std::vector<float> all_norms;
 };
 
 struct TurnReport {

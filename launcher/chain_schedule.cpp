@@ -185,6 +185,30 @@ std::string DescribeChainSchedule(const std::vector<ChainPhase>& phases) {
   return out;
 }
 
+std::vector<ChainPhase> ChainValidationSchedule(int64_t batches, int per_turn, bool overlapped,
+                                                int stages) {
+  auto turn = [stages](int s, int64_t first, int64_t last) {
+    ChainTurn t{s, {}};
+    const Op op = s == stages - 1 ? Op::kValPredict : Op::kValForward;
+    for (int64_t v = first; v < last; ++v) t.actions.push_back({op, static_cast<int32_t>(v)});
+    return t;
+  };
+  std::vector<ChainPhase> phases;
+  if (batches <= 0) return phases;
+  if (overlapped) {
+    ChainPhase all;
+    for (int s = 0; s < stages; ++s) all.turns.push_back(turn(s, 0, batches));
+    phases.push_back(std::move(all));
+    return phases;
+  }
+  const int64_t k = std::max(per_turn, 1);
+  for (int64_t first = 0; first < batches; first += k) {
+    const int64_t last = std::min(batches, first + k);
+    for (int s = 0; s < stages; ++s) phases.push_back({{turn(s, first, last)}});
+  }
+  return phases;
+}
+
 std::vector<ChainPhase> AsChain(const std::vector<Phase>& phases) {
   std::vector<ChainPhase> out;
   for (const Phase& p : phases) {

@@ -60,6 +60,14 @@ int ChainMaxInFlight(const std::vector<ChainPhase>& phases, int stage);
 // "0[F0 F1] 1[FB0 FB1 S] 0[B0 B1 S]", concurrent turns joined by "|".
 std::string DescribeChainSchedule(const std::vector<ChainPhase>& phases);
 
+// The validation pass after a step through S stages, over a plan of
+// `batches` window batches (each crossing every channel once): taking turns,
+// [0: VF0..VF(k-1)] [1: VF0..VF(k-1)] .. [S-1: VP0..VP(k-1)] [0: VFk..] ..
+// with k = `per_turn` (the rings' slots); overlapped, one phase in which every
+// stage runs all its batches. ValidationSchedule's for S = 2.
+std::vector<ChainPhase> ChainValidationSchedule(int64_t batches, int per_turn, bool overlapped,
+                                                int stages);
+
 // The two-stage schedule as a chain (encoder = stage 0, decoder = stage 1).
 std::vector<ChainPhase> AsChain(const std::vector<Phase>& phases);
 

@@ -111,7 +111,7 @@ int Train(int argc, char** argv) {
       cxxopts::value<std::string>())("record-steps", "steps to record (the first N)",
                                      cxxopts::value<int>()->default_value("1"))(
       "trace", "pipeline: write a Chrome trace (JSON) to FILE", cxxopts::value<std::string>())(
-      "nnodes", "machines the run spans (1 or 2; torchrun-style)",
+      "nnodes", "machines the run spans (1 to the number of stages; torchrun-style)",
       cxxopts::value<int>()->default_value("1"))(
       "node-rank", "this machine's rank: 0 drives the run and writes the run folder",
       cxxopts::value<int>()->default_value("0"))(
@@ -171,6 +171,7 @@ int Train(int argc, char** argv) {
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
     CheckData(config);
+    CheckRecordable(config, args.count("record") > 0);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
       throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
@@ -185,6 +186,7 @@ int Train(int argc, char** argv) {
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
     CheckData(config);
+    CheckRecordable(config, args.count("record") > 0);
     run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
                                config));
   }

@@ -54,7 +54,8 @@ void FinishRecording(const DebugOutputs& debug, const Config& config) {
           debug.record_dir + ")");
 }
 
-TraceSession::TraceSession(const DebugOutputs& debug) : file_(debug.trace_file) {
+TraceSession::TraceSession(const DebugOutputs& debug, std::vector<std::string> stages)
+    : file_(debug.trace_file), stages_(std::move(stages)) {
   if (!file_.empty()) StartTracing(TracePart(file_, "launcher"), "unet-pipeline (launcher)");
 }
 
@@ -70,9 +71,9 @@ void TraceSession::Merge() {
   if (file_.empty() || merged_) return;
   merged_ = true;
   StopTracing();
-  MergeTraceParts(
-      {TracePart(file_, "launcher"), TracePart(file_, "encoder"), TracePart(file_, "decoder")},
-      file_);
+  std::vector<std::string> parts{TracePart(file_, "launcher")};
+  for (const std::string& stage : stages_) parts.push_back(TracePart(file_, stage));
+  MergeTraceParts(parts, file_);
   LogInfo("trace in " + file_ + " (open it in chrome://tracing or ui.perfetto.dev)");
 }
 

@@ -35,7 +35,8 @@ void FinishRecording(const DebugOutputs& debug, const Config& config);
 // way out of a failed run) writes the merged trace.
 class TraceSession {
  public:
-  explicit TraceSession(const DebugOutputs& debug);
+  // `stages`: the keys of the stages whose part files Merge collects.
+  TraceSession(const DebugOutputs& debug, std::vector<std::string> stages);
   ~TraceSession();
   TraceSession(const TraceSession&) = delete;
   TraceSession& operator=(const TraceSession&) = delete;
@@ -43,6 +44,7 @@ class TraceSession {
 
  private:
   std::string file_;
+  std::vector<std::string> stages_;
   bool merged_ = false;
 };
 

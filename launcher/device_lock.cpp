@@ -1,14 +1,20 @@
 // See device_lock.h.
 #include "launcher/device_lock.h"
 
+#include <set>
+
 #include "common/errors.h"
 
 namespace up {
 
-bool ResolveLock(const std::string& lock, const std::string& enc, const std::string& dec,
+bool ResolveLock(const std::string& lock, const std::vector<std::string>& devices,
                  const std::string& schedule) {
-  const bool shared =
-      enc == dec || (enc == "cuda" && dec == "cuda:0") || (enc == "cuda:0" && dec == "cuda");
+  std::set<std::string> seen;
+  bool shared = false;
+  for (const std::string& d : devices) {
+    const std::string key = d == "cuda" ? "cuda:0" : d;
+    if (!seen.insert(key).second) shared = true;
+  }
   const bool on = lock == "on" || (lock == "auto" && shared);
   if (on && schedule != "sequential") {
     throw UsageError("pipeline.schedule = " + schedule +
@@ -21,7 +27,7 @@ bool ResolveLock(const std::string& lock, const std::string& enc, const std::str
   return on;
 }
 
-bool DeviceLocks::TryAcquire(const std::string& device, StageId stage) {
+bool DeviceLocks::TryAcquire(const std::string& device, int stage) {
   if (!enabled_) return true;
   auto it = holders_.find(device);
   if (it != holders_.end()) return it->second == stage;
@@ -29,17 +35,17 @@ bool DeviceLocks::TryAcquire(const std::string& device, StageId stage) {
   return true;
 }
 
-void DeviceLocks::Release(const std::string& device, StageId stage) {
+void DeviceLocks::Release(const std::string& device, int stage) {
   if (!enabled_) return;
   auto it = holders_.find(device);
   if (it == holders_.end() || it->second != stage) {
-    throw RuntimeError(std::string("device lock: ") + StageName(stage) + " released " + device +
+    throw RuntimeError("device lock: stage " + std::to_string(stage) + " released " + device +
                        " without holding it");
   }
   holders_.erase(it);
 }
 
-std::optional<StageId> DeviceLocks::Holder(const std::string& device) const {
+std::optional<int> DeviceLocks::Holder(const std::string& device) const {
   auto it = holders_.find(device);
   if (it == holders_.end()) return std::nullopt;
   return it->second;

@@ -9,31 +9,37 @@
 #include <map>
 #include <optional>
 #include <string>
-
-#include "launcher/schedule.h"
+#include <vector>
 
 namespace up {
 
-// Whether stages take turns: pipeline.lock auto = on when both stages use the
-// same device (CPU included). Throws UsageError when an overlapped schedule
-// is asked for on a shared lock.
-bool ResolveLock(const std::string& lock, const std::string& encoder_device,
-                 const std::string& decoder_device, const std::string& schedule);
+// Whether stages take turns: pipeline.lock auto = on when two stages use the
+// same device (CPU included; `devices` are the stages' lock keys, "cuda" the
+// same as "cuda:0"). Throws UsageError when an overlapped schedule is asked
+// for on a shared lock.
+bool ResolveLock(const std::string& lock, const std::vector<std::string>& devices,
+                 const std::string& schedule);
+// The two-stage case.
+inline bool ResolveLock(const std::string& lock, const std::string& encoder_device,
+                        const std::string& decoder_device, const std::string& schedule) {
+  return ResolveLock(lock, {encoder_device, decoder_device}, schedule);
+}
 
 class DeviceLocks {
  public:
   explicit DeviceLocks(bool enabled) : enabled_(enabled) {}
 
-  // False when another stage holds `device` (the caller must not send the turn).
-  bool TryAcquire(const std::string& device, StageId stage);
+  // False when another stage holds `device` (the caller must not send the
+  // turn). Stages by their index in the pipeline.
+  bool TryAcquire(const std::string& device, int stage);
   // Throws RuntimeError when `stage` does not hold `device`.
-  void Release(const std::string& device, StageId stage);
-  std::optional<StageId> Holder(const std::string& device) const;
+  void Release(const std::string& device, int stage);
+  std::optional<int> Holder(const std::string& device) const;
   bool enabled() const { return enabled_; }
 
  private:
   bool enabled_;
-  std::map<std::string, StageId> holders_;
+  std::map<std::string, int> holders_;
 };
 
 }  // namespace up

@@ -9,11 +9,11 @@
 #include "common/errors.h"
 #include "common/fs_util.h"
 #include "common/logging.h"
+#include "common/pipeline_layout.h"
 #include "common/sha256.h"
 #include "ipc/control_channel.h"
 #include "launcher/child_process.h"
 #include "launcher/rendezvous.h"
-#include "launcher/schedule.h"
 #include "launcher/stage_binary.h"
 #include "launcher/stale_runs.h"
 #include "launcher/stop_signal.h"
@@ -25,13 +25,15 @@ using Clock = std::chrono::steady_clock;
 
 int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::string& log_dir) {
   const PipelineConfig& p = config.pipeline;
-  const Placement placement = ResolvePlacement(p, nodes);
-  std::vector<StageId> mine;
-  for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
-    if (placement.Local(static_cast<int>(id), nodes.node_rank)) mine.push_back(id);
+  const PipelineLayout layout = ResolveLayout(config);
+  const Placement placement = ResolvePlacement(p, layout, nodes);
+  std::vector<StageSpec> mine;  // the stages placed on this node
+  for (const StageSpec& s : layout.stages) {
+    if (placement.Local(s.index, nodes.node_rank)) mine.push_back(s);
   }
   std::vector<std::string> binaries;
-  for (StageId id : mine) binaries.push_back(StageBinary(std::string(StageName(id)) + "_proc"));
+  for (const StageSpec& s : mine)
+    binaries.push_back(StageBinary(s.encoder ? "encoder_proc" : "decoder_proc"));
   const std::string node_addr =
       nodes.node_addr.empty() ? LocalAddressToward(nodes.master_addr) : nodes.node_addr;
 
@@ -61,18 +63,23 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
 
   std::vector<ChildProcess> children;
   for (size_t i = 0; i < mine.size(); ++i) {
-    const std::string name = StageName(mine[i]);
+    const std::string name = mine[i].Key();
+    // Each stage its own scratch folder: a stage file crosses the connection through it.
+    const std::string stage_scratch = (fs::path(scratch.path()) / name).string();
+    fs::create_directories(stage_scratch);
     std::vector<std::string> args{"--config",    config_path,
+                                  "--part",      std::to_string(mine[i].part + 1),
                                   "--control",   run.control,
                                   "--run-id",    run.run_id,
                                   "--c10d",      p.transport,
                                   "--store",     rendezvous.address(),
                                   "--node-addr", node_addr,
-                                  "--scratch",   scratch.path(),
+                                  "--scratch",   stage_scratch,
                                   "--log",       (fs::path(log_dir) / (name + ".log")).string()};
     children.push_back(ChildProcess::Spawn({name, binaries[i], args, {}, true, ""}));
     StopSignals::WatchChild(children.back().pid());
-    LogInfo(Str(name, " stage started (pid ", children.back().pid(), "), run ", run.run_id));
+    LogInfo(Str(mine[i].Name(), " started (pid ", children.back().pid(), ", ", mine[i].LevelsText(),
+                "), run ", run.run_id));
   }
 
   // Watch until every stage has ended; the first failure ends the node.
@@ -85,13 +92,14 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
         continue;
       }
       if (!status->success()) {
-        const std::string name = StageName(mine[i]);
+        const std::string name = mine[i].Key();
         try {
           rendezvous.Set("up/" + run.run_id + "/exit/" + name, status->Describe());
         } catch (const Error&) {
           // Node 0 is gone too: nobody to tell.
         }
-        throw RuntimeError(name + " stage " + status->Describe() + "; see its log in " + log_dir);
+        throw RuntimeError(mine[i].Name() + (mine[i].parts == 1 ? " stage " : " ") +
+                           status->Describe() + "; see its log in " + log_dir);
       }
     }
     if (!running) break;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -22,6 +23,7 @@
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
 #include "common/model/unet.h"
+#include "common/pipeline_layout.h"
 #include "common/proc_stats.h"
 #include "common/sha256.h"
 #include "common/test_hooks.h"
@@ -29,6 +31,7 @@
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/device_budget_segment.h"
 #include "ipc/shm_ring.h"
+#include "launcher/chain_schedule.h"
 #include "launcher/device_lock.h"
 #include "launcher/handshake.h"
 #include "launcher/progress.h"
@@ -44,72 +47,159 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Loads a stage file's weights into `module` (for the digest).
-template <typename Module>
-NamedTensors LoadWeights(const std::string& path, Module& module, const TrainConfig& train) {
-  StageOptimizer scratch(*module, train);
-  LoadStageFile(path, *module, scratch.optimizer());
-  return NamedState(*module);
+std::string TurnText(const StageLink& s, int64_t step, const ChainTurn& turn) {
+  return s.key + " turn [" + ipc::ActionsText(turn.actions) + "] of step " +
+         std::to_string(step + 1);
 }
 
-std::string TurnText(int64_t step, const Turn& turn) {
-  return std::string(StageName(turn.stage)) + " turn [" + ipc::ActionsText(turn.actions) +
-         "] of step " + std::to_string(step + 1);
+// Every stage's grad norms in the whole model's order (the encoder's half,
+// then the decoder's), each stage's placed by the positions its Hello gave;
+// those of `stepping` may be missing (0 then): it steps in the turn of its
+// last backward and puts its own in.
+std::vector<float> AllNorms(const PipelineLayout& layout, const std::vector<StageLink>& stages,
+                            const std::vector<std::vector<float>>& norms, int stepping) {
+  size_t half[2] = {0, 0};
+  for (const StageLink& s : stages)
+    half[layout.stages[static_cast<size_t>(s.index)].encoder ? 0 : 1] +=
+        s.parameter_positions.size();
+  std::vector<float> all(half[0] + half[1], 0.0f);
+  for (const StageLink& s : stages) {
+    const std::vector<float>& own = norms[static_cast<size_t>(s.index)];
+    if (s.index == stepping && own.empty()) continue;
+    if (own.size() != s.parameter_positions.size()) {
+      throw RuntimeError(Str("the ", s.label, " reported ", own.size(), " gradient norms for its ",
+                             s.parameter_positions.size(), " parameters"));
+    }
+    const size_t offset = layout.stages[static_cast<size_t>(s.index)].encoder ? 0 : half[0];
+    for (size_t i = 0; i < own.size(); ++i)
+      all[offset + static_cast<size_t>(s.parameter_positions[i])] = own[i];
+  }
+  return all;
+}
+
+// The parts of each half must hold each of its parameters once.
+void CheckPositions(const PipelineLayout& layout, const std::vector<StageLink>& stages) {
+  for (bool encoder : {true, false}) {
+    std::vector<int32_t> all;
+    for (const StageLink& s : stages) {
+      if (layout.stages[static_cast<size_t>(s.index)].encoder != encoder) continue;
+      all.insert(all.end(), s.parameter_positions.begin(), s.parameter_positions.end());
+    }
+    std::sort(all.begin(), all.end());
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i] != static_cast<int32_t>(i)) {
+        throw RuntimeError(Str("handshake: the ", encoder ? "encoder" : "decoder",
+                               " parts do not hold each parameter of the ",
+                               encoder ? "encoder" : "decoder", " once (position ", i, ")"));
+      }
+    }
+  }
 }
 
 }  // namespace
+
+void CheckRecordable(const Config& config, bool record) {
+  const int stages = config.pipeline.stages();
+  if (record && stages > 2) {
+    throw UsageError("--record: a recording holds a two-stage run for now, and this one has " +
+                     std::to_string(stages) +
+                     " stages; record with pipeline.encoder_parts and pipeline.decoder_parts at 1");
+  }
+}
 
 TrainSummary RunPipeline(const Config& config, RunDir& run,
                          const std::optional<CheckpointRef>& resume, const DebugOutputs& debug,
                          const NodeOptions& nodes) {
   const TrainConfig& t = config.train;
   const PipelineConfig& p = config.pipeline;
-  const Placement placement = ResolvePlacement(p, nodes);
+  const PipelineLayout layout = ResolveLayout(config);
+  const int S = layout.size();
+  const Placement placement = ResolvePlacement(p, layout, nodes);
   // Devices are checked here, before any process starts.
-  const torch::Device enc_device = ParseDevice(p.encoder.device, "pipeline.stages.encoder.device");
-  const torch::Device dec_device = ParseDevice(p.decoder.device, "pipeline.stages.decoder.device");
-  const bool parking = ShouldPark(p.park, enc_device, dec_device, t.memory_budget > 0);
+  std::vector<torch::Device> device;
+  for (const StageSpec& s : layout.stages) device.push_back(ParseDevice(s.device, s.device_key));
+  const bool all_cuda =
+      std::all_of(device.begin(), device.end(), [](const torch::Device& d) { return d.is_cuda(); });
+  const bool any_cuda =
+      std::any_of(device.begin(), device.end(), [](const torch::Device& d) { return d.is_cuda(); });
+  bool parking = false;
+  for (const StageSpec& s : layout.stages) {
+    bool shared = false;
+    for (const StageSpec& o : layout.stages)
+      shared =
+          shared || (o.index != s.index && placement.lock_key[static_cast<size_t>(o.index)] ==
+                                               placement.lock_key[static_cast<size_t>(s.index)]);
+    parking = parking ||
+              ShouldPark(p.park, device[static_cast<size_t>(s.index)], shared, t.memory_budget > 0);
+  }
   const bool prefetch = parking && p.prefetch == "on";
   const bool cuda_ipc = p.transport == "cuda_ipc";
-  if (p.transport == "nccl" && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
-    throw UsageError("pipeline.transport = nccl: both stages must be on CUDA devices (encoder " +
-                     p.encoder.device + ", decoder " + p.decoder.device + "); use gloo");
+  auto devices_text = [&] {
+    std::string out;
+    for (const StageSpec& s : layout.stages)
+      out += (out.empty() ? "" : ", ") + s.Key() + " " + s.device;
+    return out;
+  };
+  if (p.transport == "nccl" && !all_cuda) {
+    throw UsageError("pipeline.transport = nccl: every stage must be on a CUDA device (" +
+                     devices_text() + "); use gloo");
   }
-  if (p.transport == "nccl" && placement.node[0] == placement.node[1] &&
-      std::max<int>(enc_device.index(), 0) == std::max<int>(dec_device.index(), 0)) {
-    throw UsageError("pipeline.transport = nccl: both stages are on " + p.encoder.device +
-                     "; NCCL joins different GPUs, so on one GPU use cuda_ipc (or shm)");
+  if (p.transport == "nccl") {
+    for (const StageChannel& ch : layout.channels) {
+      if (placement.lock_key[static_cast<size_t>(ch.from)] !=
+          placement.lock_key[static_cast<size_t>(ch.to)])
+        continue;
+      throw UsageError("pipeline.transport = nccl: the " +
+                       layout.stages[static_cast<size_t>(ch.from)].Name() + " and the " +
+                       layout.stages[static_cast<size_t>(ch.to)].Name() + " are both on " +
+                       layout.stages[static_cast<size_t>(ch.from)].device +
+                       "; NCCL joins different GPUs, so on one GPU use cuda_ipc (or shm)");
+    }
   }
-  if (cuda_ipc && (!enc_device.is_cuda() || !dec_device.is_cuda())) {
-    throw UsageError(
-        "pipeline.transport = cuda_ipc: both stages must be on CUDA devices (encoder " +
-        p.encoder.device + ", decoder " + p.decoder.device + "); use shm");
+  if (cuda_ipc && !all_cuda) {
+    throw UsageError("pipeline.transport = cuda_ipc: every stage must be on a CUDA device (" +
+                     devices_text() + "); use shm");
   }
   if (t.checkpointing != "off") {
     throw UsageError("train.checkpointing = " + t.checkpointing +
                      " is the single-process trainer's; the pipeline recomputes with "
                      "pipeline.activations: recompute (or add --single-process)");
   }
-  const bool lock_on =
-      ResolveLock(p.lock, placement.lock_key[0], placement.lock_key[1], p.schedule);
+  CheckRecordable(config, !debug.record_dir.empty());
+  const std::vector<std::string> stage_files = StageFileNames(config);
+  if (resume) CheckStageFiles(resume->dir, stage_files);
+  const bool lock_on = ResolveLock(p.lock, placement.lock_key, p.schedule);
   const ScheduleKind kind = ParseScheduleKind(p.schedule);
   const bool global_norms = NeedsGlobalNorms(t);
-  const std::vector<Phase> phases = StepSchedule(kind, t.micro_batches, global_norms);
+  const std::vector<ChainPhase> phases = ChainSchedule(kind, S, t.micro_batches, global_norms);
   auto where = [&](int s) {
-    return nodes.nnodes > 1 ? Str(" (node ", placement.node[s], ")") : std::string();
+    return nodes.nnodes > 1 ? Str(" (node ", placement.node[static_cast<size_t>(s)], ")")
+                            : std::string();
   };
-  LogInfo(Str("pipeline: encoder on ", enc_device.str(), where(0), ", decoder on ",
-              dec_device.str(), where(1), parking ? " (parking between turns)" : "",
-              ", activations ", p.activations));
-  LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeSchedule(phases), ", lock ",
-              lock_on ? "on" : "off", ", transport ", p.transport));
+  if (layout.two_stage()) {
+    LogInfo(Str("pipeline: encoder on ", device[0].str(), where(0), ", decoder on ",
+                device[1].str(), where(1), parking ? " (parking between turns)" : "",
+                ", activations ", p.activations));
+    LogInfo(Str("pipeline: schedule ", p.schedule, " ",
+                DescribeSchedule(StepSchedule(kind, t.micro_batches, global_norms)), ", lock ",
+                lock_on ? "on" : "off", ", transport ", p.transport));
+  } else {
+    std::string parts;
+    for (const StageSpec& s : layout.stages)
+      parts += Str(parts.empty() ? "" : "; ", s.index, " ", s.Key(), " ", s.LevelsText(), " on ",
+                   device[static_cast<size_t>(s.index)].str(), where(s.index));
+    LogInfo(Str("pipeline: ", S, " stages: ", parts, parking ? " (parking between turns)" : "",
+                ", activations ", p.activations));
+    LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeChainSchedule(phases), ", lock ",
+                lock_on ? "on" : "off", ", transport ", p.transport, ", ", layout.channels.size(),
+                " channels"));
+  }
 
-  const std::string stage_bin[2] = {
-      placement.Local(0, 0) ? StageBinary("encoder_proc") : std::string(),
-      placement.Local(1, 0) ? StageBinary("decoder_proc") : std::string()};
   const std::string config_path = (fs::path(run.path()) / "config.yaml").string();
   BeginRecording(debug, config);
-  TraceSession trace(debug);
+  std::vector<std::string> keys;
+  for (const StageSpec& s : layout.stages) keys.push_back(s.Key());
+  TraceSession trace(debug, keys);
 
   // The run's resources, in the order they are released backwards: the
   // socket folder, the rings (removed last), then the processes (killed first).
@@ -117,6 +207,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     LogWarn("removed " + path + ", left behind by a run whose launcher died");
   }
   const ipc::RunId run_id = ipc::RunId::Random();
+  const std::string prefix = RunNamePrefix(getpid(), run_id.Hex());
   RunScratchDir sockets(run_id.Hex());
   // A c10d transport meets at a TCPStore; stages on other nodes reach the
   // launcher over TCP, on --master-addr only.
@@ -126,91 +217,95 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   ipc::ControlListener listener =
       nodes.nnodes > 1 ? ipc::ControlListener::ListenTcp(nodes.master_addr)
                        : ipc::ControlListener::Listen(sockets.path() + "/control.sock");
-  const BoundarySpec spec =
-      BoundaryShapes(config.model, config.data.size, t.batch_size / t.micro_batches);
-  std::vector<ipc::TensorSpec> wire_specs;
-  for (size_t i = 0; i < spec.names.size(); ++i)
-    wire_specs.push_back({spec.names[i], ipc::DType::kFloat32, spec.shapes[i]});
-  const uint64_t slot_bytes = ipc::ShmRing::PayloadBytesFor(wire_specs);
-  const std::string fwd_name = RunNamePrefix(getpid(), run_id.Hex()) + "-fwd";
-  const std::string bwd_name = RunNamePrefix(getpid(), run_id.Hex()) + "-bwd";
-  std::unique_ptr<ipc::ShmRing> fwd, bwd;  // the shared-memory transports only
+  // One pair of rings per channel (the shared-memory transports only), each
+  // slot sized for the channel's message.
+  std::vector<std::unique_ptr<ipc::ShmRing>> rings;
   if (!placement.c10d) {
-    fwd = ipc::ShmRing::Create(
-        {fwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
-    bwd = ipc::ShmRing::Create(
-        {bwd_name, run_id, static_cast<uint32_t>(t.micro_batches), slot_bytes});
+    for (const StageChannel& ch : layout.channels) {
+      std::vector<ipc::TensorSpec> wire_specs;
+      for (const WireTensor& w : ch.tensors)
+        wire_specs.push_back({w.name, ipc::DType::kFloat32, w.shape});
+      const uint64_t slot_bytes = ipc::ShmRing::PayloadBytesFor(wire_specs);
+      for (bool forward : {true, false}) {
+        rings.push_back(ipc::ShmRing::Create({ChannelRingName(prefix, ch, forward), run_id,
+                                              static_cast<uint32_t>(t.micro_batches), slot_bytes}));
+      }
+    }
   }
   // The CPU device the local stages share keeps its tensor total (and the
   // budget, when there is one) in shared memory that each stage charges.
   std::optional<ipc::DeviceBudgetSegment> cpu_budget;
-  const bool cpu_stage[2] = {!enc_device.is_cuda() && placement.Local(0, 0),
-                             !dec_device.is_cuda() && placement.Local(1, 0)};
-  if (cpu_stage[0] || cpu_stage[1]) {
-    cpu_budget.emplace(ipc::DeviceBudgetSegment::Create(
-        RunNamePrefix(getpid(), run_id.Hex()) + "-budget", t.memory_budget));
+  std::vector<bool> cpu_stage;
+  for (int s = 0; s < S; ++s)
+    cpu_stage.push_back(!device[static_cast<size_t>(s)].is_cuda() && placement.Local(s, 0));
+  if (std::find(cpu_stage.begin(), cpu_stage.end(), true) != cpu_stage.end()) {
+    cpu_budget.emplace(ipc::DeviceBudgetSegment::Create(prefix + "-budget", t.memory_budget));
   }
   const std::string config_sha = Sha256Hex(DumpConfig(config));
-  if (rendezvous) {  // what the other node's launcher starts its stage with
+  if (rendezvous) {  // what the other nodes' launchers start their stages with
     rendezvous->Set(
         "up/run", RunAnnouncement{run_id.Hex(), listener.endpoint(), config_sha, resume.has_value()}
                       .Encode());
   }
 
-  auto stage_args = [&](const std::string& name, const std::string& send, const std::string& recv) {
-    std::vector<std::string> args{
-        "--config", config_path,  "--control", listener.endpoint(),
-        "--run-id", run_id.Hex(), "--log",     (fs::path(run.path()) / (name + ".log")).string()};
+  auto stage_args = [&](const StageSpec& spec) {
+    const std::string key = spec.Key();
+    std::vector<std::string> args{"--config",  config_path,
+                                  "--control", listener.endpoint(),
+                                  "--run-id",  run_id.Hex(),
+                                  "--part",    std::to_string(spec.part + 1),
+                                  "--log",     (fs::path(run.path()) / (key + ".log")).string()};
     if (rendezvous) {
       args.insert(args.end(), {"--c10d", p.transport, "--store", rendezvous->address(),
                                "--node-addr", nodes.master_addr});
     } else {
-      args.insert(args.end(), {"--send-ring", send, "--recv-ring", recv});
+      args.insert(args.end(), {"--rings", prefix});
     }
     if (resume)
-      args.insert(args.end(), {"--load", (fs::path(resume->dir) / (name + ".pt")).string()});
-    if (cpu_budget && cpu_stage[name == "encoder" ? 0 : 1])
-      args.insert(args.end(),
-                  {"--device-budget", RunNamePrefix(getpid(), run_id.Hex()) + "-budget"});
-    for (std::string& a : StageDebugArgs(debug, name)) args.push_back(std::move(a));
+      args.insert(args.end(), {"--load", (fs::path(resume->dir) / (key + ".pt")).string()});
+    if (cpu_budget && cpu_stage[static_cast<size_t>(spec.index)])
+      args.insert(args.end(), {"--device-budget", prefix + "-budget"});
+    for (std::string& a : StageDebugArgs(debug, key)) args.push_back(std::move(a));
     return args;
   };
   std::vector<StageLink> links;
-  for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
-    const int s = static_cast<int>(id);
-    const std::string name = StageName(id);
-    StageLink link{id, placement.lock_key[s], std::nullopt, placement.node[s], std::nullopt};
+  for (const StageSpec& spec : layout.stages) {
+    const int s = spec.index;
+    StageLink link;
+    link.index = s;
+    link.key = spec.Key();
+    link.label = spec.parts == 1 ? spec.Name() + " stage" : spec.Name();
+    link.device = placement.lock_key[static_cast<size_t>(s)];
+    link.node = placement.node[static_cast<size_t>(s)];
     if (placement.Local(s, 0)) {
-      link.child.emplace(ChildProcess::Spawn(
-          {name,
-           stage_bin[s],
-           s == 0 ? stage_args(name, fwd_name, bwd_name) : stage_args(name, bwd_name, fwd_name),
-           {},
-           true,
-           ""}));
+      link.child.emplace(
+          ChildProcess::Spawn({link.key,
+                               StageBinary(spec.encoder ? "encoder_proc" : "decoder_proc"),
+                               stage_args(spec),
+                               {},
+                               true,
+                               ""}));
       StopSignals::WatchChild(link.child->pid());  // a second Ctrl-C kills them
     }
     links.push_back(std::move(link));
   }
   RemoteExit remote_exit = [&](const StageLink& link) {
     return rendezvous
-               ? rendezvous->Get("up/" + run_id.Hex() + "/exit/" + link.name(), 2.0).value_or("")
+               ? rendezvous->Get("up/" + run_id.Hex() + "/exit/" + link.key, 2.0).value_or("")
                : std::string();
   };
   TestHookPoint("launcher", "spawn");
   StageGroup stages(std::move(links), remote_exit);
   struct Abort {  // on any error: wake stages blocked on a ring, then kill them
-    ipc::ShmRing* fwd;
-    ipc::ShmRing* bwd;
+    std::vector<std::unique_ptr<ipc::ShmRing>>& rings;
     StageGroup& stages;
     bool armed = true;
     ~Abort() {
       if (!armed) return;
-      if (fwd) fwd->Abort("the launcher stopped the run");
-      if (bwd) bwd->Abort("the launcher stopped the run");
+      for (auto& ring : rings) ring->Abort("the launcher stopped the run");
       stages.KillAll();
     }
-  } abort_guard{fwd.get(), bwd.get(), stages};
+  } abort_guard{rings, stages};
 
   // Handshake: protocol, config and boundary must agree before any work.
   const std::string boundary = BoundarySignature(config);
@@ -218,23 +313,28 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       stages.AcceptAll(listener, After(p.timeout_s),
                        "start-up before step " + std::to_string((resume ? resume->step : 0) + 1));
   for (StageLink& s : stages.all()) {
-    const ipc::Hello& h = hellos[static_cast<int>(s.id)];
+    const ipc::Hello& h = hellos[static_cast<size_t>(s.index)];
     const std::string problem = HandshakeProblem(h, config_sha, boundary);
     if (!problem.empty()) {
       s.control->Send(ipc::EncodeReject(problem));
-      throw UsageError(std::string("handshake with the ") + s.name() + " stage failed: it " +
-                       problem);
+      throw UsageError("handshake with the " + s.label + " failed: it " + problem);
     }
+    s.parameter_positions = h.parameter_positions;
   }
+  CheckPositions(layout, stages.all());
   for (StageLink& s : stages.all()) {
     // A stage on another node gets its stage file over the connection.
     stages.Send(s, ipc::EncodeWelcome(s.remote() && resume), "start-up");
-    if (s.remote() && resume) {
-      ipc::SendFile(*s.control, (fs::path(resume->dir) / (std::string(s.name()) + ".pt")).string());
-    }
+    if (s.remote() && resume)
+      ipc::SendFile(*s.control, (fs::path(resume->dir) / (s.key + ".pt")).string());
   }
-  LogInfo(Str("run id ", run_id.Hex(), "; stages up: encoder pid ", hellos[0].pid, where(0),
-              ", decoder pid ", hellos[1].pid, where(1)));
+  {
+    std::string up;
+    for (const StageLink& s : stages.all())
+      up += Str(up.empty() ? "" : ", ", s.key, " pid ", hellos[static_cast<size_t>(s.index)].pid,
+                where(s.index));
+    LogInfo(Str("run id ", run_id.Hex(), "; stages up: ", up));
+  }
 
   DeviceLocks locks(lock_on);
   // Each device's total, all its stages together, after each turn: the turn's
@@ -246,98 +346,94 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     for (StageLink& o : stages.all()) {
       if (&o == &active || o.device != active.device) continue;
       total += o.tensor_bytes;
-      others += Str(", the ", o.name(), " stage holding ", FormatBytes(o.tensor_bytes));
+      others += Str(", the ", o.label, " holding ", FormatBytes(o.tensor_bytes));
     }
     int64_t& peak = device_peak[active.device];
     peak = std::max(peak, total);
     // A CPU device enforces the budget as it allocates; on CUDA each process's
     // cap is the whole budget, so the stages' sum is checked here, a turn at a time.
-    const bool cuda = (active.id == StageId::kEncoder ? enc_device : dec_device).is_cuda();
-    if (cuda && t.memory_budget > 0 && total > t.memory_budget) {
-      throw RuntimeError(Str("out of memory on ", active.device, " during ", during, ": the ",
-                             active.name(), " stage's turn peaked at ",
-                             FormatBytes(active.turn_peak_tensor_bytes), others, ", past the ",
-                             FormatBytes(t.memory_budget), " train.memory_budget; ",
-                             FitSuggestions(config, false)));
+    if (device[static_cast<size_t>(active.index)].is_cuda() && t.memory_budget > 0 &&
+        total > t.memory_budget) {
+      throw RuntimeError(Str(
+          "out of memory on ", active.device, " during ", during, ": the ", active.label,
+          "'s turn peaked at ", FormatBytes(active.turn_peak_tensor_bytes), others, ", past the ",
+          FormatBytes(t.memory_budget), " train.memory_budget; ", FitSuggestions(config, false)));
     }
   };
   // Runs the phases of `list` for step `step`: grants each turn (the device
   // lock), lets the next phase's parked stage prefetch, and folds each report
   // into the stage's figures before handing it to `on_report`.
-  std::vector<float> norms[2];  // the step's grad norms per stage, for the other's S
-  double held_s[2] = {0, 0};    // time each stage held its turns this step
-  const auto run_phases =
-      [&](int64_t step, const std::vector<Phase>& list,
-          const std::function<void(StageId, const ipc::TurnReport&)>& on_report) {
-        int64_t turn_start_us[2] = {0, 0};
-        std::string turn_text[2];
-        for (size_t k = 0; k < list.size(); ++k) {
-          const Phase& phase = list[k];
-          std::vector<StageId> waiting;
-          std::string doing;
-          for (const Turn& turn : phase.turns) {
-            StageLink& s = stages[turn.stage];
-            bool acquired;
-            {
-              TraceSpan lock_wait(trace_event::kLockWait, "lock");
-              acquired = locks.TryAcquire(s.device, turn.stage);
-            }
-            if (!acquired) {
-              throw RuntimeError(std::string("schedule error: ") + s.device +
-                                 " is held while granting " + TurnText(step, turn));
-            }
-            ipc::TurnRequest req{step, turn.actions, {}};
-            const bool steps =
-                std::any_of(turn.actions.begin(), turn.actions.end(),
-                            [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
-            if (steps && global_norms) req.peer_norms = norms[1 - static_cast<int>(turn.stage)];
-            LogDebug(Str(s.device, " -> ", TurnText(step, turn)));
-            // The turn starts when granted: a stage may begin before Send returns.
-            turn_start_us[static_cast<int>(turn.stage)] = MonotonicMicros();
-            stages.Send(s, ipc::Encode(req), TurnText(step, turn));
-            TestHookPoint("launcher", "turn", step + 1);
-            turn_text[static_cast<int>(turn.stage)] = TurnText(step, turn);
-            waiting.push_back(turn.stage);
-            if (!doing.empty()) doing += ", ";
-            doing += TurnText(step, turn);
-          }
-          // pipeline.prefetch: the next phase's parked stage starts loading its
-          // state now, while this phase computes.
-          if (prefetch && k + 1 < list.size()) {
-            for (const Turn& next : list[k + 1].turns) {
-              if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
-                stages.Send(stages[next.stage], ipc::EncodePrefetch(), doing);
-            }
-          }
-          const auto phase_start = Clock::now();
-          while (!waiting.empty()) {
-            auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
-            const ipc::TurnReport report = ipc::DecodeTurnDone(m);
-            StageLink& s = stages[id];
-            locks.Release(s.device, id);
-            TraceComplete(
-                std::string(trace_event::kTurnHeld) + ": " + turn_text[static_cast<int>(id)],
-                "turn", turn_start_us[static_cast<int>(id)], MonotonicMicros());
-            waiting.erase(std::find(waiting.begin(), waiting.end(), id));
-            s.busy_s += report.busy_s;
-            s.rss_bytes = report.rss_bytes;
-            s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
-            s.tensor_bytes = report.tensor_bytes;
-            s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
-            s.turn_peak_tensor_bytes = report.turn_peak_tensor_bytes;
-            s.residue_tensor_bytes = std::max(s.residue_tensor_bytes, report.tensor_bytes);
-            s.compute_peak_tensor_bytes =
-                std::max(s.compute_peak_tensor_bytes, report.compute_peak_tensor_bytes);
-            s.step_peak_tensor_bytes =
-                std::max(s.step_peak_tensor_bytes, report.step_peak_tensor_bytes);
-            note_device_total(s, turn_text[static_cast<int>(id)]);
-            held_s[static_cast<int>(id)] +=
-                std::chrono::duration<double>(Clock::now() - phase_start).count();
-            if (!report.norms.empty()) norms[static_cast<int>(id)] = report.norms;
-            on_report(id, report);
-          }
+  std::vector<std::vector<float>> norms(static_cast<size_t>(S));  // this step's, per stage
+  std::vector<double> held_s(static_cast<size_t>(S), 0.0);        // time each stage held its turns
+  const auto run_phases = [&](int64_t step, const std::vector<ChainPhase>& list,
+                              const std::function<void(int, const ipc::TurnReport&)>& on_report) {
+    std::vector<int64_t> turn_start_us(static_cast<size_t>(S), 0);
+    std::vector<std::string> turn_text(static_cast<size_t>(S));
+    for (size_t k = 0; k < list.size(); ++k) {
+      const ChainPhase& phase = list[k];
+      std::vector<int> waiting;
+      std::string doing;
+      for (const ChainTurn& turn : phase.turns) {
+        StageLink& s = stages[turn.stage];
+        const std::string text = TurnText(s, step, turn);
+        bool acquired;
+        {
+          TraceSpan lock_wait(trace_event::kLockWait, "lock");
+          acquired = locks.TryAcquire(s.device, turn.stage);
         }
-      };
+        if (!acquired)
+          throw RuntimeError("schedule error: " + s.device + " is held while granting " + text);
+        ipc::TurnRequest req{step, turn.actions, {}};
+        const bool steps = std::any_of(turn.actions.begin(), turn.actions.end(),
+                                       [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
+        if (steps && global_norms)
+          req.all_norms = AllNorms(layout, stages.all(), norms, turn.stage);
+        LogDebug(Str(s.device, " -> ", text));
+        // The turn starts when granted: a stage may begin before Send returns.
+        turn_start_us[static_cast<size_t>(turn.stage)] = MonotonicMicros();
+        stages.Send(s, ipc::Encode(req), text);
+        TestHookPoint("launcher", "turn", step + 1);
+        turn_text[static_cast<size_t>(turn.stage)] = text;
+        waiting.push_back(turn.stage);
+        if (!doing.empty()) doing += ", ";
+        doing += text;
+      }
+      // pipeline.prefetch: the next phase's parked stage starts loading its
+      // state now, while this phase computes.
+      if (prefetch && k + 1 < list.size()) {
+        for (const ChainTurn& next : list[k + 1].turns) {
+          if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
+            stages.Send(stages[next.stage], ipc::EncodePrefetch(), doing);
+        }
+      }
+      const auto phase_start = Clock::now();
+      while (!waiting.empty()) {
+        auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
+        const ipc::TurnReport report = ipc::DecodeTurnDone(m);
+        StageLink& s = stages[id];
+        const size_t i = static_cast<size_t>(id);
+        locks.Release(s.device, id);
+        TraceComplete(std::string(trace_event::kTurnHeld) + ": " + turn_text[i], "turn",
+                      turn_start_us[i], MonotonicMicros());
+        waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+        s.busy_s += report.busy_s;
+        s.rss_bytes = report.rss_bytes;
+        s.device_peak_bytes = std::max(s.device_peak_bytes, report.device_peak_bytes);
+        s.tensor_bytes = report.tensor_bytes;
+        s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, report.turn_peak_tensor_bytes);
+        s.turn_peak_tensor_bytes = report.turn_peak_tensor_bytes;
+        s.residue_tensor_bytes = std::max(s.residue_tensor_bytes, report.tensor_bytes);
+        s.compute_peak_tensor_bytes =
+            std::max(s.compute_peak_tensor_bytes, report.compute_peak_tensor_bytes);
+        s.step_peak_tensor_bytes =
+            std::max(s.step_peak_tensor_bytes, report.step_peak_tensor_bytes);
+        note_device_total(s, turn_text[i]);
+        held_s[i] += std::chrono::duration<double>(Clock::now() - phase_start).count();
+        if (!report.norms.empty()) norms[i] = report.norms;
+        on_report(id, report);
+      }
+    }
+  };
 
   const std::unique_ptr<ValidationSet> validation = MakeValidationSet(config);
   const int64_t start = resume ? resume->step : 0;
@@ -349,34 +445,36 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   int64_t completed = start;
   for (int64_t step = start; step < t.steps; ++step) {
     const auto step_start = Clock::now();
-    norms[0].clear();
-    norms[1].clear();
-    held_s[0] = held_s[1] = 0;
+    for (auto& n : norms) n.clear();
+    std::fill(held_s.begin(), held_s.end(), 0.0);
     double loss = 0;
     DiceCounter dice(config.model.num_classes);
-    std::optional<ipc::TurnReport> stepped[2];  // fp16: each stage's step outcome
+    std::vector<std::optional<ipc::TurnReport>> stepped(static_cast<size_t>(S));  // fp16
     double data_wait_s = 0;
-    run_phases(step, phases, [&](StageId id, const ipc::TurnReport& report) {
+    run_phases(step, phases, [&](int id, const ipc::TurnReport& report) {
       data_wait_s += report.data_wait_s;
       if (!report.dice_counts.empty()) dice.AddCounts(report.dice_counts);
-      if (report.loss_scale > 0) stepped[static_cast<int>(id)] = report;
+      if (report.loss_scale > 0) stepped[static_cast<size_t>(id)] = report;
       loss += report.loss;
     });
-    const double step_held_s[2] = {held_s[0], held_s[1]};  // before any validation
+    const std::vector<double> step_held_s = held_s;  // before any validation
     const double step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
     std::optional<Fp16Record> fp16;
     if (t.precision == "fp16") {
-      const auto& e = stepped[0];
-      const auto& d = stepped[1];
-      if (!e || !d || e->loss_scale != d->loss_scale || e->skipped != d->skipped) {
-        throw RuntimeError(Str(
-            "fp16: the stages disagree on step ", step + 1, ": encoder ",
-            e ? Str("scale ", e->loss_scale, e->skipped ? " skipped" : "") : std::string("no step"),
-            ", decoder ",
-            d ? Str("scale ", d->loss_scale, d->skipped ? " skipped" : "")
-              : std::string("no step")));
+      const auto& last = stepped.back();
+      std::string outcomes;
+      bool agree = true;
+      for (int s = 0; s < S; ++s) {
+        const auto& o = stepped[static_cast<size_t>(s)];
+        outcomes += Str(s ? ", " : "", stages[s].key, " ",
+                        o ? Str("scale ", o->loss_scale, o->skipped ? " skipped" : "")
+                          : std::string("no step"));
+        agree =
+            agree && o && last && o->loss_scale == last->loss_scale && o->skipped == last->skipped;
       }
-      fp16 = skips.Note(step, d->loss_scale, d->skipped);
+      if (!agree)
+        throw RuntimeError(Str("fp16: the stages disagree on step ", step + 1, ": ", outcomes));
+      fp16 = skips.Note(step, last->loss_scale, last->skipped);
     }
     const StepEnd end = DecideStepEnd(config, step);
     std::optional<ValidationRecord> val;
@@ -385,9 +483,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       const auto val_start = Clock::now();
       std::vector<std::vector<int64_t>> cases;
       run_phases(step,
-                 ValidationSchedule(static_cast<int64_t>(validation->plan.size()), t.micro_batches,
-                                    !lock_on),
-                 [&](StageId, const ipc::TurnReport& report) {
+                 ChainValidationSchedule(static_cast<int64_t>(validation->plan.size()),
+                                         t.micro_batches, !lock_on, S),
+                 [&](int, const ipc::TurnReport& report) {
                    if (report.val_cases == 0) return;
                    const size_t per_case = report.val_counts.size() / report.val_cases;
                    for (size_t c = 0; c < static_cast<size_t>(report.val_cases); ++c)
@@ -395,8 +493,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                                         report.val_counts.begin() + (c + 1) * per_case);
                  });
       if (static_cast<int64_t>(cases.size()) != validation->cases->size()) {
-        throw RuntimeError(Str("validation after step ", step + 1, ": the decoder scored ",
-                               cases.size(), " of ", validation->cases->size(), " cases"));
+        throw RuntimeError(Str("validation after step ", step + 1, ": the ", stages[S - 1].label,
+                               " scored ", cases.size(), " of ", validation->cases->size(),
+                               " cases"));
       }
       val = FinishValidation(cases, validation->entries, step,
                              std::chrono::duration<double>(Clock::now() - val_start).count(),
@@ -405,22 +504,17 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     }
     AppendStepMetrics(run, t, step, loss, dice.Mean(), step_s, data_wait_s, fp16,
                       val ? &*val : nullptr);
-    char turns[192];
-    const StageLink& e = stages[StageId::kEncoder];
-    const StageLink& d = stages[StageId::kDecoder];
-    std::snprintf(turns, sizeof(turns),
-                  "%s: encoder %.0f%% decoder %.0f%%  rss: encoder %.0f MiB decoder %.0f MiB%s",
-                  lock_on ? "device turns" : "busy", 100 * step_held_s[0] / step_s,
-                  100 * step_held_s[1] / step_s, e.rss_bytes / 1048576.0, d.rss_bytes / 1048576.0,
-                  enc_device.is_cuda() || dec_device.is_cuda()
-                      ? Str("  device peak: encoder ", e.device_peak_bytes >> 20, " MiB decoder ",
-                            d.device_peak_bytes >> 20, " MiB")
-                            .c_str()
-                      : "");
+    std::string turns = lock_on ? "device turns:" : "busy:", rss = "  rss:", peak, tensors;
+    for (const StageLink& s : stages.all()) {
+      const size_t i = static_cast<size_t>(s.index);
+      turns += Str(" ", s.key, " ", static_cast<int>(100 * step_held_s[i] / step_s + 0.5), "%");
+      rss += Str(" ", s.key, " ", static_cast<int64_t>(s.rss_bytes / 1048576.0 + 0.5), " MiB");
+      peak += Str(" ", s.key, " ", s.device_peak_bytes >> 20, " MiB");
+      tensors += Str(" ", s.key, " ", s.tensor_bytes >> 20, "/", s.peak_tensor_bytes >> 20, " MiB");
+    }
     progress.Step(step + 1, loss, dice.Mean(), t.batch_size / step_s,
-                  Str(turns, "  tensors: encoder ", e.tensor_bytes >> 20, "/",
-                      e.peak_tensor_bytes >> 20, " MiB decoder ", d.tensor_bytes >> 20, "/",
-                      d.peak_tensor_bytes >> 20, " MiB (live/peak)"));
+                  turns + rss + (any_cuda ? "  device peak:" + peak : std::string()) +
+                      "  tensors:" + tensors + " (live/peak)");
     summary.final_loss = loss;
 
     if (end.checkpoint || best) {
@@ -428,29 +522,31 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
       for (StageLink& s : stages.all()) {
-        stages.Send(s,
-                    ipc::Encode(ipc::SaveRequest{
-                        step + 1, (fs::path(staging) / (std::string(s.name()) + ".pt")).string()}),
-                    doing);
+        stages.Send(
+            s,
+            ipc::Encode(ipc::SaveRequest{step + 1, (fs::path(staging) / (s.key + ".pt")).string()}),
+            doing);
       }
-      std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
-      std::string received[2];  // stage files arriving from other nodes
+      std::vector<int> waiting;
+      for (int s = 0; s < S; ++s) waiting.push_back(s);
+      std::vector<std::string> received(static_cast<size_t>(S));  // stage files from other nodes
       while (!waiting.empty()) {
         auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
         if (m.type == static_cast<uint32_t>(ipc::MsgType::kFileChunk) && stages[id].remote()) {
           const ipc::FileChunk chunk = ipc::DecodeFileChunk(m);
-          received[static_cast<int>(id)] += chunk.bytes;
+          std::string& bytes = received[static_cast<size_t>(id)];
+          bytes += chunk.bytes;
           if (chunk.last) {
-            WriteFileAtomic((fs::path(staging) / (std::string(StageName(id)) + ".pt")).string(),
-                            received[static_cast<int>(id)]);
+            WriteFileAtomic((fs::path(staging) / (stages[id].key + ".pt")).string(), bytes);
+            bytes.clear();
           }
           continue;
         }
-        ipc::ExpectType(m, ipc::MsgType::kSaved, StageName(id));
+        ipc::ExpectType(m, ipc::MsgType::kSaved, stages[id].label);
         waiting.erase(std::find(waiting.begin(), waiting.end(), id));
       }
       TestHookPoint("launcher", "save", step + 1);
-      CommitCheckpoint(run.path(), staging, step + 1, {"encoder.pt", "decoder.pt"}, config);
+      CommitCheckpoint(run.path(), staging, step + 1, stage_files, config);
     }
     if (best) KeepBestCheckpoint(run.path(), step + 1);
     completed = step + 1;
@@ -465,23 +561,24 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const std::string shutdown = "shutdown after step " + std::to_string(completed);
   for (StageLink& s : stages.all()) stages.Send(s, ipc::EncodeFinish(), shutdown);
   TestHookPoint("launcher", "finish");
-  std::vector<StageId> waiting{StageId::kEncoder, StageId::kDecoder};
+  std::vector<int> waiting;
+  for (int s = 0; s < S; ++s) waiting.push_back(s);
   while (!waiting.empty()) {
     auto [id, m] = stages.Await(waiting, After(p.timeout_s), shutdown);
-    ipc::ExpectType(m, ipc::MsgType::kBye, StageName(id));
+    ipc::ExpectType(m, ipc::MsgType::kBye, stages[id].label);
     const ipc::ByeReport bye = ipc::DecodeBye(m);
-    stages[id].peak_rss_bytes = bye.peak_rss_bytes;
-    stages[id].device_peak_bytes = std::max(stages[id].device_peak_bytes, bye.device_peak_bytes);
-    stages[id].peak_tensor_bytes = std::max(stages[id].peak_tensor_bytes, bye.peak_tensor_bytes);
-    stages[id].peak_reserved_bytes = bye.peak_reserved_bytes;
-    stages[id].finished = true;
+    StageLink& s = stages[id];
+    s.peak_rss_bytes = bye.peak_rss_bytes;
+    s.device_peak_bytes = std::max(s.device_peak_bytes, bye.device_peak_bytes);
+    s.peak_tensor_bytes = std::max(s.peak_tensor_bytes, bye.peak_tensor_bytes);
+    s.peak_reserved_bytes = bye.peak_reserved_bytes;
+    s.finished = true;
     waiting.erase(std::find(waiting.begin(), waiting.end(), id));
   }
   for (StageLink& s : stages.all()) {
     if (s.remote()) continue;  // its node's launcher waits for it
     const ExitStatus status = s.child->Wait(After(p.timeout_s));
-    if (!status.success())
-      throw RuntimeError(std::string(s.name()) + " stage " + status.Describe() + " at shutdown");
+    if (!status.success()) throw RuntimeError(s.label + " " + status.Describe() + " at shutdown");
     s.peak_rss_bytes = std::max(s.peak_rss_bytes, s.child->peak_rss_bytes());
   }
   abort_guard.armed = false;
@@ -492,32 +589,34 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const fs::path final_dir =
       fs::path(run.path()) / "checkpoints" / ("step-" + std::to_string(completed));
   UNetEncoder enc(config.model, 0);
-  UNetDecoder dec(config.model, 0);
-  summary.param_digest = ParamDigest(LoadWeights((final_dir / "encoder.pt").string(), enc, t),
-                                     LoadWeights((final_dir / "decoder.pt").string(), dec, t));
+  UNetDecoder dec(config.model, 0, t.deep_supervision);
+  LoadWholeModel(config, final_dir.string(), *enc, *dec);
+  summary.param_digest = ParamDigest(NamedState(*enc), NamedState(*dec));
   summary.SetThroughput(start, completed, t.batch_size);
 
   std::vector<ProcessFigures> processes{{"launcher", PeakRssBytes(), std::nullopt, std::nullopt}};
-  for (StageId id : {StageId::kEncoder, StageId::kDecoder}) {
-    const auto& s = stages[id];
-    processes.push_back({s.name(), s.peak_rss_bytes, s.device_peak_bytes, s.busy_s,
+  for (StageLink& s : stages.all()) {
+    processes.push_back({s.key, s.peak_rss_bytes, s.device_peak_bytes, s.busy_s,
                          s.peak_tensor_bytes,
-                         (id == StageId::kEncoder ? enc_device : dec_device).is_cuda()
+                         device[static_cast<size_t>(s.index)].is_cuda()
                              ? std::optional<int64_t>(s.peak_reserved_bytes)
                              : std::nullopt,
                          s.residue_tensor_bytes,
                          PhasePeaks{s.compute_peak_tensor_bytes, s.step_peak_tensor_bytes}});
   }
   std::vector<DevicePeak> devices;
-  for (const auto& [device, peak] : device_peak) {
-    const bool shared_cpu =
-        cpu_budget && device == stages[cpu_stage[0] ? StageId::kEncoder : StageId::kDecoder].device;
-    devices.push_back({device, shared_cpu ? cpu_budget->get()->peak.load() : peak});
+  for (const auto& [key, peak] : device_peak) {
+    bool shared_cpu = false;
+    for (int s = 0; s < S; ++s)
+      shared_cpu = shared_cpu ||
+                   (cpu_budget && cpu_stage[static_cast<size_t>(s)] && stages[s].device == key);
+    devices.push_back({key, shared_cpu ? cpu_budget->get()->peak.load() : peak});
   }
   JsonWriter own;
   own.Field("schedule", p.schedule)
       .Field("transport", p.transport)
       .Field("nnodes", nodes.nnodes)
+      .Field("stages", S)
       .Field("run_id", run_id.Hex());
   WriteRunSummary(run, "pipeline", own, summary, processes, devices, t.memory_budget);
   return summary;

@@ -1,16 +1,21 @@
 // Where the stages run: which node (machine) holds each stage, which
 // transport joins them, and the key of the device lock each one takes.
-// A pure function of the config and the command line (tested without
-// processes).
+// A pure function of the pipeline's layout and the command line (tested
+// without processes).
 //
-// With --nnodes 2 every node must hold a stage; when the config leaves both
-// stages on node 0 (the default), the decoder goes to node 1. Stages on
-// different nodes need a c10d transport (gloo, or nccl between GPUs).
+// With --nnodes N every node must hold a stage. When the config leaves every
+// stage on node 0 (the default), the stages are spread in pipeline order,
+// stage s of S on node s*N/S (two stages on two nodes: the decoder on node
+// 1; with pipeline.placement: mirrored the encoder parts are spread and each
+// decoder part follows its encoder part). Stages on different nodes need a
+// c10d transport (gloo, or nccl between GPUs).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/config.h"
+#include "common/pipeline_layout.h"
 
 namespace up {
 
@@ -24,14 +29,19 @@ struct NodeOptions {
 };
 
 struct Placement {
-  int node[2] = {0, 0};     // by StageId
-  std::string lock_key[2];  // device, or "node<N>/<device>" across nodes
-  bool c10d = false;        // transport gloo or nccl
-  bool Local(int stage, int node_rank) const { return node[stage] == node_rank; }
+  std::vector<int> node;              // by stage index
+  std::vector<std::string> lock_key;  // device ("cuda" as "cuda:0"), or "node<N>/<device>"
+  bool c10d = false;                  // transport gloo or nccl
+  bool Local(int stage, int node_rank) const {
+    return node[static_cast<size_t>(stage)] == node_rank;
+  }
 };
 
 // UsageError (naming the key or flag, the value and the fix) for an
 // impossible placement.
+Placement ResolvePlacement(const PipelineConfig& pipeline, const PipelineLayout& layout,
+                           const NodeOptions& nodes);
+// Two stages placed by pipeline.stages.{encoder,decoder}.
 Placement ResolvePlacement(const PipelineConfig& pipeline, const NodeOptions& nodes);
 
 }  // namespace up

@@ -126,6 +126,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
 
   int64_t start = 0;
   if (resume) {
+    CheckStageFiles(resume->dir, {"encoder.pt", "decoder.pt"});  // the two halves whole
     SetMemoryPlace("loading " + resume->dir);
     start = LoadStageFile((fs::path(resume->dir) / "encoder.pt").string(), *model->encoder,
                           enc_opt.optimizer(), &enc_opt.loss_scale_state());

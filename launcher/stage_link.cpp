@@ -20,8 +20,8 @@ double SecondsLeft(Clock::time_point since, Clock::time_point until) {
 void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
   if (stage.remote()) {
     const std::string seen = remote_exit_ ? remote_exit_(stage) : "";
-    throw RuntimeError(std::string(stage.name()) + " stage on node " + std::to_string(stage.node) +
-                       " " + (seen.empty() ? "closed its connection" : seen) + " during " + doing);
+    throw RuntimeError(stage.label + " on node " + std::to_string(stage.node) + " " +
+                       (seen.empty() ? "closed its connection" : seen) + " during " + doing);
   }
   // Give the process a moment to finish dying so its status is known.
   ExitStatus status = stage.child->Wait(Clock::now() + std::chrono::seconds(2));
@@ -38,8 +38,7 @@ void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
       }
     }
   }
-  throw RuntimeError(std::string(culprit->name()) + " stage " + status.Describe() + " during " +
-                     doing);
+  throw RuntimeError(culprit->label + " " + status.Describe() + " during " + doing);
 }
 
 std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, Deadline deadline,
@@ -61,7 +60,7 @@ std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, De
         std::string missing;
         for (const auto& s : stages_) {
           if (s.control) continue;
-          missing += (missing.empty() ? "" : " and ") + std::string(s.name()) +
+          missing += (missing.empty() ? "" : " and ") + s.key +
                      (s.remote() ? " (node " + std::to_string(s.node) + ")" : "");
         }
         const bool remote = std::any_of(stages_.begin(), stages_.end(), [](const StageLink& s) {
@@ -93,7 +92,7 @@ std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, De
     ipc::ExpectType(m, ipc::MsgType::kHello, "a stage");
     ipc::Hello hello = ipc::DecodeHello(m);
     auto it = std::find_if(stages_.begin(), stages_.end(),
-                           [&](const StageLink& s) { return hello.stage == s.name(); });
+                           [&](const StageLink& s) { return hello.stage == s.key; });
     if (it == stages_.end() || it->control) {
       throw RuntimeError("handshake: unexpected stage '" + hello.stage + "' (pid " +
                          std::to_string(hello.pid) + ")");
@@ -101,15 +100,14 @@ std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, De
     pending[p]->set_peer_name(it->name());
     it->control.emplace(std::move(*pending[p]));
     pending[p].reset();
-    hellos[static_cast<int>(it->id)] = hello;
+    hellos[static_cast<size_t>(it->index)] = hello;
     ++greeted;
   }
   return hellos;
 }
 
-std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<StageId>& expected,
-                                                          Deadline deadline,
-                                                          const std::string& doing) {
+std::pair<int, ipc::ControlMessage> StageGroup::Await(const std::vector<int>& expected,
+                                                      Deadline deadline, const std::string& doing) {
   const auto start = Clock::now();
   for (;;) {
     // Buffered messages first, in stage order.
@@ -121,14 +119,14 @@ std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<Stag
       } catch (const PeerGoneError&) {
         ReportGone(s, doing);
       }
-      if (std::find(expected.begin(), expected.end(), s.id) == expected.end() ||
+      if (std::find(expected.begin(), expected.end(), s.index) == expected.end() ||
           m.type == static_cast<uint32_t>(ipc::MsgType::kFailed)) {
         ipc::ExpectType(m, ipc::MsgType::kTurnDone,
                         std::string(s.name()) + " (during " + doing + ")");
         throw RuntimeError(std::string("protocol error: ") + s.name() + " sent " +
                            ipc::MsgTypeName(m.type) + " out of turn during " + doing);
       }
-      return {s.id, std::move(m)};
+      return {s.index, std::move(m)};
     }
     std::vector<int> fds;
     for (auto& s : stages_) fds.push_back(s.control && !s.finished ? s.control->fd() : -1);
@@ -142,7 +140,8 @@ std::pair<StageId, ipc::ControlMessage> StageGroup::Await(const std::vector<Stag
     }
     if (ready < 0 && Clock::now() >= deadline) {
       std::string who;
-      for (StageId id : expected) who += (who.empty() ? "" : " and ") + std::string(StageName(id));
+      for (int i : expected)
+        who += (who.empty() ? "" : " and ") + stages_[static_cast<size_t>(i)].key;
       throw TimeoutError(who + " did not answer within " +
                          std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) +
                          " s during " + doing + " (pipeline.timeout_s)");

@@ -16,12 +16,13 @@
 #include "ipc/control_channel.h"
 #include "ipc/control_protocol.h"
 #include "launcher/child_process.h"
-#include "launcher/schedule.h"
 
 namespace up {
 
 struct StageLink {
-  StageId id;
+  int index = 0;       // in pipeline order
+  std::string key;     // "encoder", "decoder2": files, logs, the handshake
+  std::string label;   // "encoder stage", "decoder part 2 of 3": messages
   std::string device;  // the lock's key: the device, qualified by node when nodes differ
   std::optional<ChildProcess> child;  // none for a stage on another node
   int node = 0;
@@ -37,8 +38,9 @@ struct StageLink {
   int64_t step_peak_tensor_bytes = 0;     // the most in an optimizer step
   int64_t peak_reserved_bytes = 0;        // CUDA: the caching allocator's peak reserve
   double busy_s = 0;
-  bool finished = false;  // said Bye: its exit is expected, no longer watched
-  const char* name() const { return StageName(id); }
+  bool finished = false;                     // said Bye: its exit is expected, no longer watched
+  std::vector<int32_t> parameter_positions;  // its Hello's
+  const char* name() const { return key.c_str(); }
   bool remote() const { return !child.has_value(); }
 };
 
@@ -53,11 +55,11 @@ class StageGroup {
   explicit StageGroup(std::vector<StageLink> stages, RemoteExit remote_exit = {})
       : stages_(std::move(stages)), remote_exit_(std::move(remote_exit)) {}
 
-  StageLink& operator[](StageId id) { return stages_[static_cast<int>(id)]; }
+  StageLink& operator[](int index) { return stages_[static_cast<size_t>(index)]; }
   std::vector<StageLink>& all() { return stages_; }
 
   // Accepts one connection per stage on `listener` and reads its Hello.
-  // Returns the Hellos by StageId. A stage that dies first is reported,
+  // Returns the Hellos by stage index. A stage that dies first is reported,
   // naming `doing` ("start-up before step 3").
   std::vector<ipc::Hello> AcceptAll(ipc::ControlListener& listener, Deadline deadline,
                                     const std::string& doing = "start-up");
@@ -68,8 +70,8 @@ class StageGroup {
   // Waits for the next message from any stage in `expected`; a message from
   // another stage, a Failed message, a closed socket or a dead process is an
   // error naming the stage and `doing` ("turn FB0 FB1 of step 3").
-  std::pair<StageId, ipc::ControlMessage> Await(const std::vector<StageId>& expected,
-                                                Deadline deadline, const std::string& doing);
+  std::pair<int, ipc::ControlMessage> Await(const std::vector<int>& expected, Deadline deadline,
+                                            const std::string& doing);
 
   // Kills every stage still running (SIGKILL) and reaps it.
   void KillAll();

@@ -122,12 +122,13 @@ class DiscardingSender : public TensorSender {
   void Send(const MessageMeta&, const std::vector<NamedTensor>&, Deadline) override {}
 };
 
-// One step of the sequential schedule for this stage alone.
-std::vector<TurnRequest> StepTurns(const std::string& stage, int64_t step, int micro_batches,
-                                   const std::vector<float>& peer_norms) {
+// One step of the sequential schedule for this stage alone: F then B (and S),
+// or FB (and S) for the last stage.
+std::vector<TurnRequest> StepTurns(bool last, int64_t step, int micro_batches,
+                                   const std::vector<float>& all_norms) {
   TurnRequest work{step, {}, {}}, tail{step, {}, {}};
   for (int m = 0; m < micro_batches; ++m) {
-    if (stage == "encoder") {
+    if (!last) {
       work.actions.push_back({Op::kForward, m});
       tail.actions.push_back({Op::kBackward, m});
     } else {
@@ -135,7 +136,7 @@ std::vector<TurnRequest> StepTurns(const std::string& stage, int64_t step, int m
     }
   }
   tail.actions.push_back({Op::kStep, -1});
-  tail.peer_norms = peer_norms;
+  tail.all_norms = all_norms;
   return {work, tail};
 }
 
@@ -151,8 +152,13 @@ int Replay(const std::string& dir, const std::string& stage, const WorkerFactory
   ComparingSender sender(dir, index, report);
   StageContext ctx;
   ctx.config = config;
-  ctx.sender = &sender;
-  ctx.receiver = &receiver;
+  ctx.layout = ResolveLayout(config);
+  if (!ctx.layout.two_stage()) {
+    throw UsageError("recording '" + dir + "' is of a run in " + std::to_string(ctx.layout.size()) +
+                     " stages; --replay takes two-stage recordings for now");
+  }
+  ctx.stage = encoder ? 0 : 1;
+  ctx.channels = {{0, &sender, &receiver}};
   std::unique_ptr<StageWorker> worker = factory(ctx);
   const recording::Entry* start = index.Find("stage_file", stage, index.steps.front());
   if (!start) throw UsageError("recording '" + dir + "' has no " + stage + " stage file");
@@ -168,12 +174,12 @@ int Replay(const std::string& dir, const std::string& stage, const WorkerFactory
   for (int64_t s : index.steps) std::cout << " " << s;
   std::cout << " of " << dir << " (0-based)" << std::endl;
   for (int64_t step : index.steps) {
-    std::vector<float> peer_norms;
-    if (const recording::Entry* n = index.Find("peer_norms", stage, step)) {
+    std::vector<float> all_norms;
+    if (const recording::Entry* n = index.Find("step_norms", stage, step)) {
       const torch::Tensor t = LoadTensorFile((fs::path(dir) / n->file).string()).at(0).second;
-      peer_norms.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());  // (P_peer,)
+      all_norms.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());  // (P,)
     }
-    for (const TurnRequest& turn : StepTurns(stage, step, index.micro_batches, peer_norms))
+    for (const TurnRequest& turn : StepTurns(!encoder, step, index.micro_batches, all_norms))
       worker->RunTurn(turn);
     const recording::Entry* after = index.Find("weights", stage, step + 1);
     if (!after) {
@@ -197,16 +203,20 @@ int Replay(const std::string& dir, const std::string& stage, const WorkerFactory
 }
 
 int Standalone(const std::string& config_path, const std::vector<std::string>& overrides,
-               int64_t steps, const std::string& stage, const WorkerFactory& factory) {
+               int64_t steps, int part, const std::string& stage, const WorkerFactory& factory) {
   const Config config = LoadConfig(config_path, overrides);
   torch::set_num_threads(config.train.threads);
   const TrainConfig& t = config.train;
+  StageContext ctx;
+  ctx.config = config;
+  ctx.layout = ResolveLayout(config);
+  ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", part - 1, "--part");
+  const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
+  const std::string name = spec.Name();
   // train.memory_budget holds for the stage alone as for the stage in a run
   // (declared before any tensor of the stage, so it outlives them): whether
   // one stage fits a card can be tried without the other.
-  const torch::Device device =
-      ParseDevice((stage == "encoder" ? config.pipeline.encoder : config.pipeline.decoder).device,
-                  "pipeline.stages." + stage + ".device");
+  const torch::Device device = ParseDevice(spec.device, spec.device_key);
   DeviceBudget budget;
   budget.budget = t.memory_budget;
   ApplyMemoryBudget(device, t.memory_budget);
@@ -214,36 +224,45 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
   struct StopCharging {
     ~StopCharging() { UseDeviceBudget(nullptr); }
   } stop_charging;
-  SyntheticReceiver receiver(
-      BoundaryShapes(config.model, config.data.size, t.batch_size / t.micro_batches),
-      t.micro_batches, stage == "encoder" ? Direction::kBackward : Direction::kForward);
+  // Every neighbour's messages are random tensors of the layout's shapes.
+  std::vector<std::unique_ptr<SyntheticReceiver>> receivers;
   DiscardingSender sender;
-  StageContext ctx;
-  ctx.config = config;
-  ctx.sender = &sender;
-  ctx.receiver = &receiver;
+  for (size_t c = 0; c < ctx.layout.channels.size(); ++c) {
+    const StageChannel& ch = ctx.layout.channels[c];
+    if (ch.from != ctx.stage && ch.to != ctx.stage) continue;
+    BoundarySpec shapes;
+    for (const WireTensor& w : ch.tensors) {
+      shapes.names.push_back(w.name);
+      shapes.shapes.push_back(w.shape);
+    }
+    receivers.push_back(std::make_unique<SyntheticReceiver>(
+        shapes, t.micro_batches, ch.to == ctx.stage ? Direction::kForward : Direction::kBackward));
+    ctx.channels.push_back({static_cast<int>(c), &sender, receivers.back().get()});
+  }
+  const bool last = ctx.stage == ctx.layout.size() - 1;
   double total_s = 0;
   try {
     std::unique_ptr<StageWorker> worker = factory(ctx);
     for (int64_t step = 0; step < steps; ++step) {
       const auto start = std::chrono::steady_clock::now();
-      for (const TurnRequest& turn : StepTurns(stage, step, t.micro_batches, {}))
+      for (const TurnRequest& turn : StepTurns(last, step, t.micro_batches, {}))
         worker->RunTurn(turn);
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (step > 0) total_s += s;  // the first step warms up
-      std::printf("%s standalone step %lld: %.1f ms\n", stage.c_str(),
+      std::printf("%s standalone step %lld: %.1f ms\n", name.c_str(),
                   static_cast<long long>(step + 1), 1e3 * s);
     }
   } catch (const c10::OutOfMemoryError& e) {
-    throw RuntimeError(OutOfMemoryLine(stage + " stage (standalone)", e, config, false));
+    throw RuntimeError(OutOfMemoryLine(name + (spec.parts == 1 ? " stage" : "") + " (standalone)",
+                                       e, config, false));
   }
   if (steps > 1)
     std::printf("%s standalone: %.1f ms per step after the first (%d micro-batches of %d)\n",
-                stage.c_str(), 1e3 * total_s / (steps - 1), t.micro_batches,
+                name.c_str(), 1e3 * total_s / (steps - 1), t.micro_batches,
                 t.batch_size / t.micro_batches);
   std::printf(
-      "%s standalone: peak tensor bytes %.1f MiB on %s%s\n", stage.c_str(),
+      "%s standalone: peak tensor bytes %.1f MiB on %s%s\n", name.c_str(),
       (device.is_cuda() ? TensorBytesOn(device).peak : budget.peak.load()) / 1048576.0,
       device.str().c_str(),
       t.memory_budget > 0 ? Str(" (budget ", FormatBytes(t.memory_budget), ")").c_str() : "");
@@ -271,7 +290,9 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
         "config", "config file (--standalone)", cxxopts::value<std::string>())(
         "set", "override a key (--standalone)", cxxopts::value<std::vector<std::string>>())(
         "steps", "steps to time (--standalone)", cxxopts::value<int64_t>()->default_value("5"))(
-        "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
+        "part", "which part of its half (--standalone; 1-based)",
+        cxxopts::value<int>()->default_value("1"))("v,verbose", "debug logging")(
+        "q,quiet", "warnings and errors only")("h,help", "this help");
     const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
     if (!parsed) return 0;
     const cxxopts::ParseResult& r = *parsed;
@@ -287,7 +308,7 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
     return Standalone(
         r["config"].as<std::string>(),
         r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{},
-        steps, stage, factory);
+        steps, r["part"].as<int>(), stage, factory);
   } catch (const std::exception& e) {
     int code = 1;
     std::string what = e.what();

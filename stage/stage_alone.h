@@ -15,7 +15,7 @@
 //     relative difference per tensor; exit 1 when any is beyond tolerance
 //     (default 0: bit-identical, as on the same CPU build), 2 on bad input.
 //
-//   <stage>_proc --standalone --config FILE [--set k=v]... [--steps N]
+//   <stage>_proc --standalone --config FILE [--part N] [--set k=v]... [--steps N]
 //     Feeds random tensors shaped like the boundary (the other stage's
 //     messages) and prints the time of each step: a profile of one stage.
 #pragma once

@@ -62,12 +62,12 @@ void StageRecorder::BeforeTurn(StageWorker& worker, const TurnRequest& turn) {
   if (!Recording(turn.step)) return;
   if (!snapshots_.count(turn.step)) Snapshot(worker, turn.step);
   if (HasStep(turn)) {
-    const std::string file = recording::PeerNormsFile(stage_, turn.step);
+    const std::string file = recording::StepNormsFile(stage_, turn.step);
     const NamedTensors norms{
-        {"peer_norms", torch::tensor(turn.peer_norms, torch::kFloat32)}};  // (P_peer,) or (0,)
+        {"step_norms", torch::tensor(turn.all_norms, torch::kFloat32)}};  // (P,) or (0,)
     SaveTensorFile((fs::path(dir_) / file).string(), norms);
     JsonWriter e;
-    e.Field("kind", "peer_norms")
+    e.Field("kind", "step_norms")
         .Field("stage", stage_)
         .Field("file", file)
         .Field("step", turn.step)

@@ -3,7 +3,7 @@
 //   StageRecorder (--record DIR --record-steps N): for the first N steps this
 //     process runs, the boundary messages it SENDS (the encoder its forward
 //     tensors, the decoder their gradients; receivers record nothing), the
-//     losses (decoder), the peer norms its optimizer step was given, and its
+//     losses (decoder), the norms its optimizer step was given, and its
 //     weights at the start of each recorded step and after the last one (as a
 //     torch.load-able `.pt` and as a `.stage` file replay starts from).
 //     Layout: common/recording_format.h. Each stage appends its own index
@@ -31,7 +31,7 @@ class StageRecorder {
   StageRecorder(std::string dir, std::string stage, int steps);
 
   // Weights at the start of the turn's step (once per step) and, for a turn
-  // that steps the optimizer, the peer norms it carries.
+  // that steps the optimizer, the norms it carries.
   void BeforeTurn(StageWorker& worker, const ipc::TurnRequest& turn);
   // After a turn that stepped the optimizer: the weights at the next step's start.
   void AfterTurn(StageWorker& worker, const ipc::TurnRequest& turn);

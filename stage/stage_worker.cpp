@@ -37,13 +37,12 @@ using namespace ipc;  // NOLINT(build/namespaces)
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kForwardTag = 1;   // encoder -> decoder
-constexpr int kBackwardTag = 2;  // decoder -> encoder
 // A stage file received from node 0 for resume; far above any U-Net's.
 constexpr uint64_t kMaxStageFileBytes = 64ULL << 30;
 
 struct StageArgs {
-  std::string config, control, run_id, send_ring, recv_ring, load, log, record, trace;
+  std::string config, control, run_id, rings, load, log, record, trace;
+  int part = 1;                                 // of the half's parts, 1-based
   std::string c10d, store, node_addr, scratch;  // c10d transport; scratch: remote stages
   std::string device_budget;  // the CPU device's shared tensor total (device_budget_segment.h)
   int record_steps = 1;
@@ -56,9 +55,11 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   options.add_options()("config", "resolved config file", cxxopts::value<std::string>())(
       "control", "launcher's control socket", cxxopts::value<std::string>())(
       "run-id", "run id (hex)", cxxopts::value<std::string>())(
-      "send-ring", "ring to the other stage", cxxopts::value<std::string>())(
-      "recv-ring", "ring from the other stage", cxxopts::value<std::string>())(
-      "load", "stage file to resume from", cxxopts::value<std::string>()->default_value(""))(
+      "part", "which part of its half this process runs (1-based)",
+      cxxopts::value<int>()->default_value("1"))(
+      "rings", "the run's ring names' prefix (one pair of rings per channel)",
+      cxxopts::value<std::string>())("load", "stage file to resume from",
+                                     cxxopts::value<std::string>()->default_value(""))(
       "log", "log file", cxxopts::value<std::string>()->default_value(""))(
       "record", "recording folder", cxxopts::value<std::string>()->default_value(""))(
       "record-steps", "steps to record", cxxopts::value<int>()->default_value("1"))(
@@ -81,8 +82,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   StageArgs a;
   a.c10d = r["c10d"].as<std::string>();
   std::vector<const char*> required{"config", "control", "run-id"};
-  for (const char* key : a.c10d.empty() ? std::vector<const char*>{"send-ring", "recv-ring"}
-                                        : std::vector<const char*>{"store"}) {
+  for (const char* key :
+       a.c10d.empty() ? std::vector<const char*>{"rings"} : std::vector<const char*>{"store"}) {
     required.push_back(key);
   }
   for (const char* key : required) {
@@ -92,10 +93,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   a.config = r["config"].as<std::string>();
   a.control = r["control"].as<std::string>();
   a.run_id = r["run-id"].as<std::string>();
-  if (a.c10d.empty()) {
-    a.send_ring = r["send-ring"].as<std::string>();
-    a.recv_ring = r["recv-ring"].as<std::string>();
-  }
+  if (a.c10d.empty()) a.rings = r["rings"].as<std::string>();
+  a.part = r["part"].as<int>();
   a.store = r["store"].as<std::string>();
   a.node_addr = r["node-addr"].as<std::string>();
   a.scratch = r["scratch"].as<std::string>();
@@ -176,13 +175,17 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
 // The c10d transport is joined after the handshake, so that a stage the
 // launcher rejects, or whose peer never comes, is reported as such; the
 // worker is built before, on these forwarders.
-struct LateTransport : TensorSender {
+struct LateTransport {
   std::unique_ptr<TensorSender> sender;
   std::unique_ptr<TensorReceiver> receiver;
+};
+struct LateSender : TensorSender {
+  explicit LateSender(LateTransport& t) : transport(t) {}
   void Send(const MessageMeta& meta, const std::vector<NamedTensor>& tensors,
             Deadline deadline) override {
-    sender->Send(meta, tensors, deadline);
+    transport.sender->Send(meta, tensors, deadline);
   }
+  LateTransport& transport;
 };
 struct LateReceiver : TensorReceiver {
   explicit LateReceiver(LateTransport& t) : transport(t) {}
@@ -193,11 +196,12 @@ struct LateReceiver : TensorReceiver {
   LateTransport& transport;
 };
 
-// The c10d transport: rank 0 is the encoder, rank 1 the decoder; one tag per
-// direction. Gloo moves host tensors, NCCL device tensors.
-std::pair<std::unique_ptr<TensorSender>, std::unique_ptr<TensorReceiver>> JoinC10d(
-    const StageArgs& args, const std::string& stage, const Config& config,
-    const torch::Device& device, const std::string& run_id) {
+// The c10d transport: one rank per stage (its index in the layout), one
+// pair of tags per channel (forward, backward). Gloo moves host tensors,
+// NCCL device tensors.
+void JoinC10d(const StageArgs& args, const Config& config, const PipelineLayout& layout, int stage,
+              const torch::Device& device, const std::string& run_id,
+              std::vector<std::unique_ptr<LateTransport>>& late) {
   C10dOptions o;
   o.backend = args.c10d;
   const size_t colon = args.store.rfind(':');
@@ -208,27 +212,34 @@ std::pair<std::unique_ptr<TensorSender>, std::unique_ptr<TensorReceiver>> JoinC1
   if (o.store_port < 1 || o.store_port > 65535)
     throw UsageError("--store '" + args.store + "' has no valid port (1 to 65535)");
   o.prefix = run_id;
-  o.rank = stage == "encoder" ? 0 : 1;
+  o.rank = stage;
+  o.world_size = layout.size();
   o.bind_host = args.node_addr;
   o.timeout_s = config.pipeline.timeout_s;
   auto group = JoinStageGroup(o, device);
   const torch::Device wire_device = args.c10d == "nccl" ? device : torch::Device(torch::kCPU);
-  const BoundarySpec spec = BoundaryShapes(config.model, config.data.size,
-                                           config.train.batch_size / config.train.micro_batches);
-  uint64_t max_bytes = 0;  // fp32 boundary: the most a message carries
-  for (const auto& shape : spec.shapes) {
-    uint64_t numel = 1;
-    for (int64_t d : shape) numel *= static_cast<uint64_t>(d);
-    max_bytes += numel * sizeof(float);
+  size_t k = 0;
+  for (size_t c = 0; c < layout.channels.size(); ++c) {
+    const StageChannel& ch = layout.channels[c];
+    if (ch.from != stage && ch.to != stage) continue;
+    uint64_t max_bytes = 0;  // fp32: the most a message of the channel carries
+    for (const WireTensor& t : ch.tensors) {
+      uint64_t numel = 1;
+      for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
+      max_bytes += numel * sizeof(float);
+    }
+    const bool downstream = ch.from == stage;
+    const int peer = downstream ? ch.to : ch.from;
+    const int forward_tag = 2 * static_cast<int>(c) + 1, backward_tag = forward_tag + 1;
+    LateTransport& t = *late.at(k++);
+    t.sender =
+        std::make_unique<C10dTensorSender>(group, peer, downstream ? forward_tag : backward_tag,
+                                           wire_device, config.train.micro_batches, o.timeout_s);
+    t.receiver = std::make_unique<C10dTensorReceiver>(
+        group, peer, downstream ? backward_tag : forward_tag, wire_device, max_bytes);
   }
-  const int peer = 1 - o.rank;
-  const int send_tag = o.rank == 0 ? kForwardTag : kBackwardTag;
-  const int recv_tag = o.rank == 0 ? kBackwardTag : kForwardTag;
-  LogInfo(Str("joined the ", args.c10d, " group as rank ", o.rank, " (", args.node_addr,
-              "), rendezvous ", args.store));
-  return {std::make_unique<C10dTensorSender>(group, peer, send_tag, wire_device,
-                                             config.train.micro_batches, o.timeout_s),
-          std::make_unique<C10dTensorReceiver>(group, peer, recv_tag, wire_device, max_bytes)};
+  LogInfo(Str("joined the ", args.c10d, " group as rank ", o.rank, " of ", o.world_size, " (",
+              args.node_addr, "), rendezvous ", args.store));
 }
 
 }  // namespace
@@ -241,26 +252,30 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
   std::optional<ControlChannel> control;
   std::optional<Config> config;  // for the out-of-memory line
+  std::string key = stage;       // "encoder", "decoder2": logs, hooks, the handshake
+  std::string name = stage;      // "decoder part 2 of 3": messages
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
-    // With a log file, the terminal gets only warnings (-v: everything).
-    InitLogging(
-        stage, args.level, args.log,
-        args.log.empty() || args.level == LogLevel::kDebug ? LogLevel::kDebug : LogLevel::kWarn);
-    TestHookPoint(stage, "start");
-    if (!args.trace.empty()) StartTracing(args.trace, stage + "_proc");
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
     config = ctx.config;
+    ctx.layout = ResolveLayout(ctx.config);
+    ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", args.part - 1, "--part");
+    const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
+    key = spec.Key();
+    name = spec.Name();
+    // With a log file, the terminal gets only warnings (-v: everything).
+    InitLogging(
+        key, args.level, args.log,
+        args.log.empty() || args.level == LogLevel::kDebug ? LogLevel::kDebug : LogLevel::kWarn);
+    TestHookPoint(key, "start");
+    if (!args.trace.empty()) StartTracing(args.trace, key + "_proc");
     const double timeout_s = ctx.config.pipeline.timeout_s;
     control.emplace(ControlChannel::ConnectTo(args.control, After(timeout_s)));
     control->set_peer_name("launcher");
 
     const RunId run_id = RunId::FromHex(args.run_id);
-    const StagePlacement& placement =
-        stage == "encoder" ? ctx.config.pipeline.encoder : ctx.config.pipeline.decoder;
-    const torch::Device device =
-        ParseDevice(placement.device, "pipeline.stages." + stage + ".device");
+    const torch::Device device = ParseDevice(spec.device, spec.device_key);
     ApplyMemoryCapFromEnv(device);
     ApplyMemoryBudget(device, ctx.config.train.memory_budget);
     if (!args.device_budget.empty() && !device.is_cuda()) {
@@ -269,53 +284,67 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
       static auto* budget = new DeviceBudgetSegment(DeviceBudgetSegment::Open(args.device_budget));
       UseDeviceBudget(budget->get());
     }
-    std::unique_ptr<ShmRing> send_ring, recv_ring;
-    std::unique_ptr<TensorSender> transport_sender;
-    std::unique_ptr<TensorReceiver> transport_receiver;
-    LateTransport* late = nullptr;  // c10d: joined after the handshake
-    if (!args.c10d.empty()) {
-      auto owned = std::make_unique<LateTransport>();
-      late = owned.get();
-      transport_receiver = std::make_unique<LateReceiver>(*late);
-      transport_sender = std::move(owned);
-    } else {
-      send_ring = ShmRing::Open(args.send_ring, run_id);
-      recv_ring = ShmRing::Open(args.recv_ring, run_id);
+    if (ctx.config.pipeline.transport == "cuda_ipc" && !device.is_cuda()) {
+      throw UsageError("pipeline.transport = cuda_ipc: the " + name + " runs on " + spec.device +
+                       "; CUDA IPC needs every stage on a CUDA device (or use shm)");
     }
-    if (transport_sender) {
-      // c10d, set up above
-    } else if (ctx.config.pipeline.transport == "cuda_ipc") {
-      if (!device.is_cuda()) {
-        throw UsageError("pipeline.transport = cuda_ipc: the " + stage + " runs on " +
-                         placement.device +
-                         "; CUDA IPC needs both stages on CUDA devices (or use shm)");
+    // One pair of endpoints per channel that touches this stage.
+    std::vector<std::unique_ptr<ShmRing>> rings;
+    std::vector<std::unique_ptr<TensorSender>> senders;
+    std::vector<std::unique_ptr<TensorReceiver>> receivers;
+    std::vector<std::unique_ptr<LateTransport>> late;  // c10d: joined after the handshake
+    std::vector<int> channel_index;
+    for (size_t c = 0; c < ctx.layout.channels.size(); ++c) {
+      const StageChannel& ch = ctx.layout.channels[c];
+      if (ch.from != ctx.stage && ch.to != ctx.stage) continue;
+      channel_index.push_back(static_cast<int>(c));
+      if (!args.c10d.empty()) {
+        late.push_back(std::make_unique<LateTransport>());
+        receivers.push_back(std::make_unique<LateReceiver>(*late.back()));
+        senders.push_back(std::make_unique<LateSender>(*late.back()));
+        continue;
       }
-      transport_sender = MakeCudaIpcSender(*send_ring, device.index());
-      transport_receiver = MakeCudaIpcReceiver(*recv_ring, device.index());
-    } else {
-      transport_sender = std::make_unique<ShmTensorSender>(*send_ring);
-      transport_receiver = std::make_unique<ShmTensorReceiver>(*recv_ring);
-      if (device.is_cuda()) {
-        // Pinned once per process, so device copies from and into the rings run at full speed.
-        RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
-        RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
+      // Into this stage: forward in, gradients out; out of it: the reverse.
+      const bool downstream = ch.from == ctx.stage;
+      ShmRing* send_ring =
+          rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, downstream), run_id))
+              .get();
+      ShmRing* recv_ring =
+          rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, !downstream), run_id))
+              .get();
+      if (ctx.config.pipeline.transport == "cuda_ipc") {
+        senders.push_back(MakeCudaIpcSender(*send_ring, device.index()));
+        receivers.push_back(MakeCudaIpcReceiver(*recv_ring, device.index()));
+      } else {
+        senders.push_back(std::make_unique<ShmTensorSender>(*send_ring));
+        receivers.push_back(std::make_unique<ShmTensorReceiver>(*recv_ring));
+        if (device.is_cuda()) {
+          // Pinned once per process, so device copies from and into the rings run at full speed.
+          RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
+          RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
+        }
       }
     }
     std::unique_ptr<StageRecorder> recorder;
     if (!args.record.empty()) {
-      recorder = std::make_unique<StageRecorder>(args.record, stage, args.record_steps);
+      recorder = std::make_unique<StageRecorder>(args.record, key, args.record_steps);
     }
-    ObservedSender sender(*transport_sender, recorder.get());
-    ObservedReceiver receiver(*transport_receiver);
-    ctx.sender = &sender;
-    ctx.receiver = &receiver;
+    std::vector<std::unique_ptr<ObservedSender>> observed_senders;
+    std::vector<std::unique_ptr<ObservedReceiver>> observed_receivers;
+    for (size_t i = 0; i < channel_index.size(); ++i) {
+      observed_senders.push_back(std::make_unique<ObservedSender>(*senders[i], recorder.get()));
+      observed_receivers.push_back(std::make_unique<ObservedReceiver>(*receivers[i]));
+      ctx.channels.push_back(
+          {channel_index[i], observed_senders.back().get(), observed_receivers.back().get()});
+    }
     torch::set_num_threads(ctx.config.train.threads);
 
     std::unique_ptr<StageWorker> worker = factory(ctx);
-    LogInfo(Str(stage, " stage up: pid ", getpid(), ", device ", device.str(), ", transport ",
-                ctx.config.pipeline.transport, ", run id ", args.run_id));
+    LogInfo(Str(name, " up (", spec.LevelsText(), "): pid ", getpid(), ", device ", device.str(),
+                ", transport ", ctx.config.pipeline.transport, ", run id ", args.run_id));
     Hello hello;
-    hello.stage = stage;
+    hello.stage = key;
+    hello.parameter_positions = worker->ParameterPositions();
     hello.pid = getpid();
     hello.config_sha256 = Sha256Hex(DumpConfig(ctx.config));
     hello.boundary_signature = worker->BoundarySignature();
@@ -336,12 +365,10 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
       std::remove(path.c_str());
     }
     if (!args.load.empty()) worker->Load(args.load);
-    if (late) {
-      std::tie(late->sender, late->receiver) =
-          JoinC10d(args, stage, ctx.config, device, run_id.Hex());
-    }
-    ApplyTestHooks(stage, *worker);
-    TestHookPoint(stage, "hello");
+    if (!late.empty())
+      JoinC10d(args, ctx.config, ctx.layout, ctx.stage, device, run_id.Hex(), late);
+    ApplyTestHooks(key, *worker);
+    TestHookPoint(key, "hello");
     if (recorder) {
       worker->on_loss = [&recorder](int64_t step, int mb, double loss) {
         recorder->Loss(step, mb, loss);
@@ -351,12 +378,12 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
 
     // Between turns a stage waits while the other stage computes a whole
     // turn, so its limit is longer than one turn's.
-    Serve(stage, *worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
+    Serve(key, *worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
     StopTracing();
     return 0;
   } catch (const PeerGoneError& e) {
     // The launcher or the other stage is gone: the launcher reports it.
-    std::cerr << "[" << stage << "] stopping: " << e.what() << std::endl;
+    std::cerr << "[" << key << "] stopping: " << e.what() << std::endl;
     return 1;
   } catch (const std::exception& e) {
     int code = 1;
@@ -364,7 +391,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
     if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
     if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e); oom && config)
-      what = OutOfMemoryLine(stage + " stage", *oom, *config, false);
+      what = OutOfMemoryLine(name == stage ? stage + " stage" : name, *oom, *config, false);
     what = what.substr(0, what.find('\n'));
     // The launcher reports what it is told, as its one error line; the stage
     // prints the error itself only when nobody else will.
@@ -377,7 +404,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
         // The launcher is gone.
       }
     }
-    if (!told) std::cerr << "[" << stage << "] error: " << what << std::endl;
+    if (!told) std::cerr << "[" << key << "] error: " << what << std::endl;
     return code;
   }
 }

@@ -5,9 +5,12 @@
 // one call to StageMain with their factory.
 //
 // Stage command line (the launcher builds it; a user can too, for debugging):
-//   <stage>_proc --config FILE --control SOCKET --run-id HEX
-//                --send-ring NAME --recv-ring NAME [--load FILE] [--log FILE] [-v|-q]
+//   <stage>_proc --config FILE --control SOCKET --run-id HEX [--part N]
+//                --rings PREFIX [--load FILE] [--log FILE] [-v|-q]
 //                [--record DIR --record-steps N] [--trace PART_FILE]
+// --part N (1-based) picks which of the half's parts (pipeline.encoder_parts,
+// pipeline.decoder_parts) the process runs; each channel of the layout that
+// touches it is a pair of rings named ChannelRingName(PREFIX, ...).
 // A stage alone, without launcher or peer (stage_alone.h):
 //   <stage>_proc --replay DIR [--atol A] [--rtol R]
 //   <stage>_proc --standalone --config FILE [--set k=v]... [--steps N]
@@ -18,6 +21,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/pipeline_layout.h"
 #include "ipc/control_protocol.h"
 #include "ipc/tensor_channel.h"
 
@@ -28,6 +32,8 @@ class StageWorker {
   virtual ~StageWorker() = default;
   // Names and shapes of the boundary tensors this stage expects, one line.
   virtual std::string BoundarySignature() const = 0;
+  // Where each of its parameters stands in its whole half's order (Hello).
+  virtual std::vector<int32_t> ParameterPositions() const { return {}; }
   // Runs the turn's actions in order; the stage holds its device meanwhile.
   virtual ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) = 0;
   // Writes the stage file (weights, buffers, optimizer state, step, RNG).
@@ -45,10 +51,20 @@ class StageWorker {
   std::function<void(int64_t step, int micro_batch, double loss)> on_loss;
 };
 
+// One channel of the layout, from the stage's side: for a channel into the
+// stage, what it receives forward and sends gradients on; for one out of it,
+// what it sends forward and receives gradients on.
+struct ChannelEnds {
+  int channel = 0;  // index into the layout's channels
+  ipc::TensorSender* sender = nullptr;
+  ipc::TensorReceiver* receiver = nullptr;
+};
+
 struct StageContext {
   Config config;
-  ipc::TensorSender* sender = nullptr;      // to the other stage
-  ipc::TensorReceiver* receiver = nullptr;  // from the other stage
+  PipelineLayout layout;
+  int stage = 0;                      // this stage's index in the layout
+  std::vector<ChannelEnds> channels;  // every channel into or out of the stage
 };
 
 using WorkerFactory = std::function<std::unique_ptr<StageWorker>(const StageContext&)>;

@@ -15,28 +15,42 @@
 namespace up::stage {
 namespace {
 
-torch::Device StageDevice(const Config& config, Role role) {
-  return role == Role::kEncoder
-             ? ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device")
-             : ParseDevice(config.pipeline.decoder.device, "pipeline.stages.decoder.device");
+// Whether another stage of the run shares `spec`'s device (and node).
+bool SharesDevice(const PipelineLayout& layout, const StageSpec& spec) {
+  for (const StageSpec& o : layout.stages) {
+    if (o.index != spec.index && o.node == spec.node &&
+        ParseDevice(o.device, o.device_key) == ParseDevice(spec.device, spec.device_key))
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-TrainingStage::TrainingStage(const Config& config, Role role,
-                             std::shared_ptr<torch::nn::Module> module)
+TrainingStage::TrainingStage(const Config& config, const PipelineLayout& layout, int index,
+                             std::shared_ptr<torch::nn::Module> module,
+                             const std::vector<int>& positions, int half_parameters)
     : config_(config),
-      role_(role),
-      device_(StageDevice(config, role)),
+      layout_(layout),
+      spec_(layout.stages.at(static_cast<size_t>(index))),
+      device_(ParseDevice(spec_.device, spec_.device_key)),
       module_(std::move(module)),
       optimizer_((module_->to(device_), *module_), config.train),
-      data_(MakeDataset(config)),
-      validation_(MakeValidationSet(config)),
-      loader_(std::make_unique<BatchLoader>(
-          *data_, config, role == Role::kEncoder ? SampleParts::kImages : SampleParts::kMasks)) {
+      key_(spec_.Key()),
+      name_(spec_.Name()),
+      positions_(positions.begin(), positions.end()),
+      half_parameters_(half_parameters) {
   module_->train();
-  if (ShouldPark(config.pipeline.park, StageDevice(config, Role::kEncoder),
-                 StageDevice(config, Role::kDecoder), config.train.memory_budget > 0)) {
+  // Only the first stage reads images and the last masks; the ones between
+  // take what their neighbours send.
+  if (first() || last()) {
+    data_ = MakeDataset(config);
+    loader_ = std::make_unique<BatchLoader>(*data_, config,
+                                            first() ? SampleParts::kImages : SampleParts::kMasks);
+  }
+  if (first() || last()) validation_ = MakeValidationSet(config);
+  if (ShouldPark(config.pipeline.park, device_, SharesDevice(layout_, spec_),
+                 config.train.memory_budget > 0)) {
     parking_ = std::make_unique<StageParking>(*module_, optimizer_.optimizer(), device_);
     parking_->Park();  // the device belongs to whoever holds the turn
   }
@@ -73,7 +87,7 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
   }
   report.compute_peak_tensor_bytes =
       std::max(report.compute_peak_tensor_bytes, TensorBytesOn(device_).peak);
-  report.data_wait_s = loader_->TakeWaitSeconds();
+  if (loader_) report.data_wait_s = loader_->TakeWaitSeconds();
   report.busy_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
@@ -86,16 +100,31 @@ void TrainingStage::BackwardDone(ipc::TurnReport* report) {
 }
 
 void TrainingStage::Step(const ipc::TurnRequest& turn, ipc::TurnReport* report) {
-  TestHookPoint(name(), "step", turn.step + 1);
+  TestHookPoint(key_, "step", turn.step + 1);
   TraceSpan span(trace_event::kOptimizerStep, "compute");
-  torch::Tensor own = optimizer_.GradNorms();                            // (P_own,)
-  torch::Tensor peer = torch::tensor(turn.peer_norms, torch::kFloat32);  // (P_peer,)
-  // The global norm and fp16's verdict see every parameter in pipeline
-  // order: encoder first.
-  const StageOptimizer::Outcome outcome = !optimizer_.needs_global_norms() ? optimizer_.Step(own)
-                                          : role_ == Role::kEncoder
-                                              ? optimizer_.Step(torch::cat({own, peer}))
-                                              : optimizer_.Step(torch::cat({peer, own}));
+  torch::Tensor own = optimizer_.GradNorms();  // (P_own,)
+  if (!optimizer_.needs_global_norms()) {
+    Report(optimizer_.Step(own), report);
+    return;
+  }
+  // The global norm and fp16's verdict see every stage's norms in the whole
+  // model's order: the launcher's list with this stage's own put in its
+  // places (a stage that steps in the turn of its last backward has not
+  // reported them yet).
+  std::vector<float> all = turn.all_norms;  // (P_all,)
+  const size_t offset = spec_.encoder ? 0 : all.size() - static_cast<size_t>(half_parameters_);
+  if (all.size() < static_cast<size_t>(half_parameters_) ||
+      static_cast<size_t>(own.numel()) != positions_.size()) {
+    throw RuntimeError(Str(name_, ": step ", turn.step + 1, " was given ", all.size(),
+                           " gradient norms; its half alone has ", half_parameters_));
+  }
+  const float* mine = own.data_ptr<float>();
+  for (size_t i = 0; i < positions_.size(); ++i)
+    all[offset + static_cast<size_t>(positions_[i])] = mine[i];
+  Report(optimizer_.Step(torch::tensor(all, torch::kFloat32)), report);
+}
+
+void TrainingStage::Report(const StageOptimizer::Outcome& outcome, ipc::TurnReport* report) {
   if (config_.train.precision == "fp16") {
     report->loss_scale = outcome.scale;
     report->skipped = outcome.skipped;
@@ -104,15 +133,15 @@ void TrainingStage::Step(const ipc::TurnRequest& turn, ipc::TurnReport* report) 
 
 const ValidationSet& TrainingStage::validation(const ipc::Action& action) const {
   if (!validation_) {
-    throw RuntimeError(Str(name(), ": action ", ipc::ActionName(action),
+    throw RuntimeError(Str(name_, ": action ", ipc::ActionName(action),
                            " validates, but this run has no data.validation"));
   }
   return *validation_;
 }
 
 void TrainingStage::NotMine(const ipc::Action& action) const {
-  throw RuntimeError(Str(name(), ": action ", ipc::ActionName(action), " is not ",
-                         role_ == Role::kEncoder ? "an " : "a ", name(), " action"));
+  throw RuntimeError(Str(name_, ": action ", ipc::ActionName(action), " is not one the ",
+                         last() ? "last stage" : "stages before the last", " runs"));
 }
 
 void TrainingStage::Prefetch() {

@@ -1,9 +1,8 @@
 // The training state every stage holds and the turn loop they share: the
 // stage's device, its part of the U-Net, its optimizer, its data, parking,
-// and the handling of a turn's step action (the global gradient norm, the
-// stages' norms in pipeline order). A role (encoder_proc/, decoder_proc/)
-// adds only its own actions: F and B for the encoder, FB for the decoder,
-// and their validation halves VF and VP.
+// and the handling of a turn's step action (the global gradient norm over
+// every stage's norms, in the whole model's parameter order). A part's
+// actions (F, B, FB, VF, VP) are part_stage.h's.
 //
 // Lifetime: the module is built by the role, handed over here fresh on the
 // CPU, moved to the stage's device before the optimizer sees it, and parked
@@ -13,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "common/data/batch_loader.h"
@@ -20,15 +20,15 @@
 #include "common/data/validation_split.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
+#include "common/pipeline_layout.h"
 #include "stage/stage_worker.h"
 
 namespace up::stage {
 
-enum class Role { kEncoder, kDecoder };
-
 class TrainingStage : public StageWorker {
  public:
   std::string BoundarySignature() const override;
+  std::vector<int32_t> ParameterPositions() const override { return positions_; }
   // Resets per-step state when a new step begins, unparks for the turn, runs
   // the actions in order (S here, the rest through RunAction), parks again.
   ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) final;
@@ -38,36 +38,49 @@ class TrainingStage : public StageWorker {
   torch::nn::Module& module() override { return *module_; }
 
  protected:
-  // `module`: this stage's part of the U-Net, initialised on the CPU.
-  TrainingStage(const Config& config, Role role, std::shared_ptr<torch::nn::Module> module);
+  // `module`: stage `index` of `layout`'s part of the U-Net, initialised on
+  // the CPU; `positions`: where each of its parameters stands in its half,
+  // which has `half_parameters` in all.
+  TrainingStage(const Config& config, const PipelineLayout& layout, int index,
+                std::shared_ptr<torch::nn::Module> module, const std::vector<int>& positions,
+                int half_parameters);
 
-  // Runs one action of the role's own (not S), adding to `report`.
+  // Runs one action of the part's own (not S), adding to `report`.
   virtual void RunAction(const ipc::Action& action, int64_t step, ipc::TurnReport* report) = 0;
   // A new step begins: drop what the last one kept.
   virtual void BeginStep() {}
-  // The role calls this after each micro-batch's backward; after the last
+  // The part calls this after each micro-batch's backward; after the last
   // one the report carries this stage's per-parameter gradient norms.
   void BackwardDone(ipc::TurnReport* report);
   // The run's validation; RuntimeError naming `action` without data.validation.
   const ValidationSet& validation(const ipc::Action& action) const;
-  // The error for an action this role does not run.
+  // The error for an action this stage does not run.
   [[noreturn]] void NotMine(const ipc::Action& action) const;
 
-  const char* name() const { return role_ == Role::kEncoder ? "encoder" : "decoder"; }
+  bool first() const { return spec_.index == 0; }
+  bool last() const { return spec_.index == layout_.size() - 1; }
+  // For test hooks and recordings ("encoder", "decoder2"); name() for messages.
+  const std::string& key() const { return key_; }
+  const std::string& name() const { return name_; }
 
   const Config config_;
-  const Role role_;
+  const PipelineLayout layout_;
+  const StageSpec spec_;
   const torch::Device device_;
   const std::shared_ptr<torch::nn::Module> module_;
   StageOptimizer optimizer_;
-  std::unique_ptr<StageParking> parking_;  // null when the stage keeps its device
-  std::unique_ptr<Dataset> data_;
+  std::unique_ptr<StageParking> parking_;      // null when the stage keeps its device
+  std::unique_ptr<Dataset> data_;              // the first stage's images, the last one's masks
   std::unique_ptr<ValidationSet> validation_;  // null without data.validation
-  std::unique_ptr<BatchLoader> loader_;        // this role's part of data_'s micro-batches
+  std::unique_ptr<BatchLoader> loader_;        // null for a stage in the middle
 
  private:
   void Step(const ipc::TurnRequest& turn, ipc::TurnReport* report);
+  void Report(const StageOptimizer::Outcome& outcome, ipc::TurnReport* report);
 
+  const std::string key_, name_;
+  const std::vector<int32_t> positions_;
+  const int half_parameters_;
   int64_t step_ = -1;  // the step whose gradients are accumulating
   int backward_done_ = 0;
 };

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "common/checkpoint_manifest.h"
 #include "common/errors.h"
 #include "common/fs_util.h"
+#include "common/model/stage_optimizer.h"
 #include "common/model/unet.h"
+#include "common/pipeline_layout.h"
 #include "common/sha256.h"
 
 namespace up {
@@ -27,6 +30,62 @@ std::string ModelSignature(const ModelConfig& m) {
     << ";norm=" << m.norm << ";groups=" << (m.norm == "group" ? m.groups : 0) << ";features=";
   for (int f : m.features) s << f << ",";
   return Sha256Hex(s.str());
+}
+
+std::vector<std::string> StageFileNames(const Config& config) {
+  std::vector<std::string> out;
+  for (const StageSpec& s : ResolveLayout(config).stages) out.push_back(s.Key() + ".pt");
+  return out;
+}
+
+void CheckStageFiles(const std::string& dir, const std::vector<std::string>& files) {
+  std::string missing, present;
+  for (const std::string& f : files) {
+    if (!fs::exists(fs::path(dir) / f)) missing += (missing.empty() ? "" : ", ") + f;
+  }
+  if (missing.empty()) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".pt") present += (present.empty() ? "" : ", ") + name;
+  }
+  throw UsageError("checkpoint '" + dir + "' holds " +
+                   (present.empty() ? "no stage file" : present) + ", not " + missing +
+                   ": it was written by a run in other stages (pipeline.encoder_parts, "
+                   "pipeline.decoder_parts, pipeline.cuts, --single-process); resume with the "
+                   "stages it was written by");
+}
+
+void LoadWholeModel(const Config& config, const std::string& dir, UNetEncoderImpl& encoder,
+                    UNetDecoderImpl& decoder) {
+  auto load = [&](const std::string& file, torch::nn::Module& module) {
+    StageOptimizer scratch(module, config.train);
+    LoadStageFile((fs::path(dir) / file).string(), module, scratch.optimizer());
+  };
+  if (fs::exists(fs::path(dir) / "encoder.pt") && fs::exists(fs::path(dir) / "decoder.pt")) {
+    load("encoder.pt", encoder);
+    load("decoder.pt", decoder);
+    return;
+  }
+  const PipelineLayout layout = ResolveLayout(config);
+  std::vector<std::string> files;
+  for (const StageSpec& s : layout.stages) files.push_back(s.Key() + ".pt");
+  CheckStageFiles(dir, files);
+  torch::NoGradGuard no_grad;
+  for (const StageSpec& s : layout.stages) {
+    std::shared_ptr<torch::nn::Module> part;
+    if (s.encoder) {
+      part = MakeEncoderPart(config, s.lo, s.hi).ptr();
+    } else {
+      part = MakeDecoderPart(config, s.lo, s.hi).ptr();
+    }
+    load(s.Key() + ".pt", *part);
+    std::map<std::string, torch::Tensor> whole;
+    for (auto& [name, t] : NamedState(s.encoder ? static_cast<torch::nn::Module&>(encoder)
+                                                : static_cast<torch::nn::Module&>(decoder)))
+      whole[name] = t;
+    for (const auto& [name, t] : NamedState(*part)) whole.at(name).copy_(t);
+  }
 }
 
 void SaveStageFile(const std::string& path, torch::nn::Module& module,

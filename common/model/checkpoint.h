@@ -1,6 +1,8 @@
 // Checkpoints: `checkpoints/step-N/` holds one file per stage
 // (`encoder.pt`, `decoder.pt`: that half's weights, buffers, optimizer state,
-// step and RNG state) and `manifest.json` (step, config and model signatures,
+// step and RNG state; with more parts one per part, `encoder1.pt`,
+// `encoder2.pt`, `decoder1.pt`, ..., each under the whole half's names) and
+// `manifest.json` (step, config and model signatures,
 // each file's size and sha256). A checkpoint is built in a staging folder,
 // each file fsync'ed, the manifest written last, then the folder renamed to
 // its final name and the parent fsync'ed: it is there whole or not at all.
@@ -24,6 +26,26 @@ namespace up {
 
 // sha256 over the model section: checkpoints of another architecture are refused.
 std::string ModelSignature(const ModelConfig& model);
+
+class UNetEncoderImpl;
+class UNetDecoderImpl;
+
+// The stage files of a pipeline checkpoint of `config` (its layout's stages
+// in pipeline order: "encoder.pt", "decoder.pt" with one part each;
+// "encoder1.pt", "encoder2.pt", "decoder1.pt", ... otherwise). The
+// single-process trainer writes the two halves whole: "encoder.pt", "decoder.pt".
+std::vector<std::string> StageFileNames(const Config& config);
+
+// Loads the weights and buffers of checkpoint folder `dir` into the whole
+// halves, whichever stages wrote it: the two halves' files, or one file per
+// part (each loaded into its part, then copied by name). UsageError naming
+// what is missing when the folder holds neither.
+void LoadWholeModel(const Config& config, const std::string& dir, UNetEncoderImpl& encoder,
+                    UNetDecoderImpl& decoder);
+
+// UsageError unless checkpoint folder `dir` holds every file of `files`
+// (a checkpoint written by a run in other stages than this one's).
+void CheckStageFiles(const std::string& dir, const std::vector<std::string>& files);
 
 // Stage files.
 // With `loss_scale` (fp16 training) its scale and growth counter go in too.

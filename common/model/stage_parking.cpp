@@ -47,11 +47,15 @@ void MoveTrainingState(torch::nn::Module& module, torch::optim::Optimizer& optim
   }
 }
 
-bool ShouldPark(const std::string& park, const torch::Device& encoder, const torch::Device& decoder,
-                bool budgeted) {
+bool ShouldPark(const std::string& park, const torch::Device& device, bool shared, bool budgeted) {
   if (park == "always") return true;
   if (park == "never") return false;
-  return (encoder.is_cuda() || budgeted) && encoder == decoder;
+  return (device.is_cuda() || budgeted) && shared;
+}
+
+bool ShouldPark(const std::string& park, const torch::Device& encoder, const torch::Device& decoder,
+                bool budgeted) {
+  return ShouldPark(park, encoder, encoder == decoder, budgeted);
 }
 
 void StageParking::Park() {

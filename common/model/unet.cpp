@@ -5,8 +5,11 @@
 #include "common/model/bundle_unet.h"
 #include "common/model/level_checkpoint.h"
 #include "common/model/nnunet_unet.h"
+#include "common/pipeline_layout.h"
 
 #include <algorithm>
+#include <functional>
+#include <set>
 
 namespace up {
 namespace {
@@ -58,6 +61,15 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
+// A second handle on `x` for the next level (a view, no copy). The gradient
+// its consumers give it reaches `x` summed as one, so a tensor that crosses
+// a level boundary gets at most two contributions (its skip's and the next
+// level's), whose sum does not depend on the order: the model computes the
+// same bits however the pipeline cuts it into parts, and when the next level
+// uses its input twice (a residual block: the strided conv and the pooled
+// skip) as well.
+torch::Tensor Fork(const torch::Tensor& x) { return x.view_as(x); }
+
 }  // namespace
 
 uint64_t EncoderInitSeed(uint64_t seed) { return Mix(seed * 2 + 0) >> 1; }
@@ -81,14 +93,18 @@ BoundarySpec BoundaryShapes(const ModelConfig& model, const std::vector<int>& si
 }
 
 std::string BoundarySignature(const Config& config) {
-  const BoundarySpec spec = BoundaryShapes(config.model, config.data.size,
-                                           config.train.batch_size / config.train.micro_batches);
+  const PipelineLayout layout = ResolveLayout(config);
+  const std::string dtype = config.train.precision == "bf16" ? ":autocast-bf16" : ":f32";
   std::string out;
-  for (size_t i = 0; i < spec.names.size(); ++i) {
-    out += (i ? " " : "") + spec.names[i] + ":";
-    for (size_t d = 0; d < spec.shapes[i].size(); ++d)
-      out += (d ? "x" : "") + std::to_string(spec.shapes[i][d]);
-    out += config.train.precision == "bf16" ? ":autocast-bf16" : ":f32";
+  for (const StageChannel& ch : layout.channels) {
+    if (!layout.two_stage())
+      out += (out.empty() ? "" : " ") + std::to_string(ch.from) + ">" + std::to_string(ch.to);
+    for (const WireTensor& t : ch.tensors) {
+      out += (out.empty() ? "" : " ") + t.name + ":";
+      for (size_t d = 0; d < t.shape.size(); ++d)
+        out += (d ? "x" : "") + std::to_string(t.shape[d]);
+      out += dtype;
+    }
   }
   return out;
 }
@@ -164,10 +180,125 @@ Boundary UNetEncoderImpl::forward(const torch::Tensor& x) {
   torch::Tensor h = x;  // (N, C, *S)
   for (size_t i = 0; i < levels_.size(); ++i) {
     const Level& level = levels_[i];
-    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, {h}) : level.run({h});
+    const torch::Tensor in = Fork(h);
+    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, {in}) : level.run({in});
     if (i + 1 < levels_.size()) out.skips.push_back(h);  // (N, F[i], S / scale[i])
   }
   out.bottleneck = h;  // (N, F_bottleneck, S / scale[L])
+  return out;
+}
+
+namespace {
+
+// Unregisters every child subtree of `m` that holds none of `keep`, after
+// releasing its tensors (a ModuleList still holds its children).
+void PruneTo(torch::nn::Module& m, const std::set<const torch::nn::Module*>& keep) {
+  std::function<bool(const torch::nn::Module&)> holds = [&](const torch::nn::Module& x) {
+    if (keep.count(&x)) return true;
+    for (const auto& c : x.children())
+      if (holds(*c)) return true;
+    return false;
+  };
+  std::vector<std::string> drop;
+  for (const auto& child : m.named_children()) {
+    if (keep.count(child.value().get())) continue;
+    if (holds(*child.value())) {
+      PruneTo(*child.value(), keep);
+      continue;
+    }
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor t : child.value()->parameters()) t.set_data(torch::empty({0}));
+    for (torch::Tensor t : child.value()->buffers()) t.set_data(torch::empty({0}));
+    drop.push_back(child.key());
+  }
+  for (const std::string& name : drop) m.unregister_module(name);
+}
+
+// Prunes `root` to `keep` and returns where each remaining parameter stood
+// in the whole module's parameters(); `whole`: how many it had.
+std::vector<int> KeepModules(torch::nn::Module& root,
+                             const std::set<const torch::nn::Module*>& keep, int* whole) {
+  std::map<const c10::TensorImpl*, int> position;
+  int i = 0;
+  for (const torch::Tensor& p : root.parameters()) position[p.unsafeGetTensorImpl()] = i++;
+  *whole = i;
+  PruneTo(root, keep);
+  std::vector<int> out;
+  for (const torch::Tensor& p : root.parameters())
+    out.push_back(position.at(p.unsafeGetTensorImpl()));
+  return out;
+}
+
+std::set<const torch::nn::Module*> ModulesOf(const std::vector<Level>& levels, int lo, int hi) {
+  std::set<const torch::nn::Module*> out;
+  for (int i = lo; i <= hi; ++i)
+    for (const torch::nn::Module* m : levels[static_cast<size_t>(i)].modules) out.insert(m);
+  return out;
+}
+
+}  // namespace
+
+void UNetEncoderImpl::KeepLevels(int lo, int hi) {
+  const int top = static_cast<int>(levels_.size()) - 1;
+  if (lo < 0 || hi > top || lo > hi) {
+    throw std::invalid_argument("encoder levels " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                " of 0.." + std::to_string(top));
+  }
+  parameter_positions_ = KeepModules(*this, ModulesOf(levels_, lo, hi), &whole_parameters_);
+  for (int i = 0; i <= top; ++i)
+    if (i < lo || i > hi) levels_[static_cast<size_t>(i)] = Level{};
+  lo_ = lo;
+  hi_ = hi;
+}
+
+PartTensors UNetEncoderImpl::ForwardPart(const torch::Tensor& x) {
+  const int top = static_cast<int>(levels_.size()) - 1;
+  const int hi = hi_ < 0 ? top : hi_;
+  PartTensors out;
+  torch::Tensor h = x;  // (N, C, *S / scale[lo])
+  for (int i = lo_; i <= hi; ++i) {
+    h = levels_[static_cast<size_t>(i)].run({Fork(h)});  // (N, F[i], S / scale[i])
+    out[i == top ? std::string("bottleneck") : "skip" + std::to_string(i)] = h;
+  }
+  return out;
+}
+
+void UNetDecoderImpl::KeepLevels(int lo, int hi) {
+  const int top = static_cast<int>(levels_.size()) - 1;
+  if (lo < 0 || hi > top || lo > hi) {
+    throw std::invalid_argument("decoder levels " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                " of 0.." + std::to_string(top));
+  }
+  std::set<const torch::nn::Module*> keep = ModulesOf(levels_, lo, hi);
+  for (const torch::nn::Module* m : ModulesOf(heads_, lo, hi)) keep.insert(m);
+  parameter_positions_ = KeepModules(*this, keep, &whole_parameters_);
+  for (int i = 0; i <= top; ++i) {
+    if (i >= lo && i <= hi) continue;
+    levels_[static_cast<size_t>(i)] = Level{};
+    heads_[static_cast<size_t>(i)] = Level{};
+  }
+  lo_ = lo;
+  hi_ = hi;
+}
+
+PartTensors UNetDecoderImpl::ForwardPart(const PartTensors& in) {
+  const int top = static_cast<int>(levels_.size()) - 1;
+  const int hi = hi_ < 0 ? top : hi_;
+  auto input = [&](const std::string& name) {
+    auto it = in.find(name);
+    if (it == in.end()) throw std::invalid_argument("decoder part: no input '" + name + "'");
+    return it->second;
+  };
+  PartTensors out;
+  torch::Tensor h = input(hi == top ? std::string("bottleneck") : "up" + std::to_string(hi + 1));
+  for (int i = hi; i >= lo_; --i) {
+    const std::string idx = std::to_string(i);
+    h = levels_[static_cast<size_t>(i)].run(
+        {Fork(h), Fork(input("skip" + idx))});  // (N, F[i], S / scale[i])
+    if (i > 0) out["up" + idx] = h;
+    if (heads_[static_cast<size_t>(i)].run && (i == 0 || deep_supervision_))
+      out["logits" + idx] = heads_[static_cast<size_t>(i)].run({h});  // (N, K, S / scale[i])
+  }
   return out;
 }
 
@@ -196,8 +327,9 @@ std::vector<torch::Tensor> UNetDecoderImpl::forward(const Boundary& b) {
   torch::Tensor h = b.bottleneck;  // (N, F_bottleneck, S / scale[L])
   for (int i = static_cast<int>(levels_.size()) - 1; i >= 0; --i) {
     const Level& level = levels_[i];
-    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, {h, b.skips[i]})
-                       : level.run({h, b.skips[i]});  // (N, F[i], S / scale[i])
+    const std::vector<torch::Tensor> in{Fork(h), Fork(b.skips[i])};
+    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, in)
+                       : level.run(in);  // (N, F[i], S / scale[i])
     if (heads_[i].run && (i == 0 || deep_supervision_)) outputs[i] = heads_[i].run({h});
   }
   if (!deep_supervision_) outputs.resize(1);
@@ -211,6 +343,18 @@ UNetEncoder MakeEncoder(const Config& config) {
 UNetDecoder MakeDecoder(const Config& config) {
   return UNetDecoder(config.model, DecoderInitSeed(config.train.seed),
                      config.train.deep_supervision);
+}
+
+UNetEncoder MakeEncoderPart(const Config& config, int lo, int hi) {
+  UNetEncoder part = MakeEncoder(config);
+  part->KeepLevels(lo, hi);
+  return part;
+}
+
+UNetDecoder MakeDecoderPart(const Config& config, int lo, int hi) {
+  UNetDecoder part = MakeDecoder(config);
+  part->KeepLevels(lo, hi);
+  return part;
 }
 
 UNetImpl::UNetImpl(const ModelConfig& c, uint64_t seed, bool deep_supervision) {

@@ -25,6 +25,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,10 +64,29 @@ struct Level {
   std::function<torch::Tensor(const std::vector<torch::Tensor>&)> run;
 };
 
+// What a pipeline part computes, by wire name (common/pipeline_layout.h):
+// skip{i}, bottleneck, up{i}, logits{i}.
+using PartTensors = std::map<std::string, torch::Tensor>;
+
 class UNetEncoderImpl : public torch::nn::Module {
  public:
   UNetEncoderImpl(const ModelConfig& config, uint64_t seed);
   Boundary forward(const torch::Tensor& x);  // x: (N, in_channels, *S)
+
+  // A pipeline part: keeps levels lo..hi only. The other levels' modules are
+  // unregistered and their tensors released, so parameters(), the optimizer,
+  // parking and the stage file hold this part's alone, under the names the
+  // whole half gives them.
+  void KeepLevels(int lo, int hi);
+  // Runs the kept levels from x: the images (lo = 0) or skip{lo-1}.
+  // Returns each level's output: skip{i} (N, F[i], S / scale[i]), and
+  // bottleneck for level L.
+  PartTensors ForwardPart(const torch::Tensor& x);
+  // After KeepLevels: where each of parameters() stood in the whole half's
+  // (the global gradient norm is summed in the whole model's order), and how
+  // many parameters the whole half has.
+  const std::vector<int>& parameter_positions() const { return parameter_positions_; }
+  int whole_parameters() const { return whole_parameters_; }
   // Each level (and the bottleneck) recomputed in backward (level_checkpoint.h).
   void set_checkpointing(bool on) { checkpointing_ = on; }
 
@@ -76,6 +96,10 @@ class UNetEncoderImpl : public torch::nn::Module {
  private:
   bool checkpointing_ = false;
   std::vector<Level> levels_;
+  int lo_ = 0;  // the kept levels (KeepLevels); all by default
+  int hi_ = -1;
+  std::vector<int> parameter_positions_;
+  int whole_parameters_ = 0;
 };
 TORCH_MODULE(UNetEncoder);
 
@@ -85,6 +109,17 @@ class UNetDecoderImpl : public torch::nn::Module {
   // outputs[0]: logits (N, num_classes, *S); with deep supervision then one
   // per coarser decoder level i: (N, num_classes, S / scale[i]).
   std::vector<torch::Tensor> forward(const Boundary& b);
+
+  // A pipeline part: keeps levels lo..hi (and their heads) only; see
+  // UNetEncoderImpl::KeepLevels.
+  void KeepLevels(int lo, int hi);
+  // Runs the kept levels, hi down to lo: `in` holds x (the bottleneck, or
+  // up{hi+1}) and skip{i} for each kept level. Returns up{i}
+  // (N, F[i], S / scale[i]) for each level and logits{i} for each head the
+  // forward computes (level 0; every level under deep supervision).
+  PartTensors ForwardPart(const PartTensors& in);
+  const std::vector<int>& parameter_positions() const { return parameter_positions_; }
+  int whole_parameters() const { return whole_parameters_; }
   // Each level (upsampling, concatenation, convolutions) recomputed in backward.
   void set_checkpointing(bool on) { checkpointing_ = on; }
 
@@ -97,12 +132,20 @@ class UNetDecoderImpl : public torch::nn::Module {
   bool deep_supervision_ = false;
   std::vector<Level> levels_;  // levels_[i]: (below, skip i) -> x_i
   std::vector<Level> heads_;   // heads_[i]: x_i -> logits at level i
+  int lo_ = 0;                 // the kept levels (KeepLevels); all by default
+  int hi_ = -1;
+  std::vector<int> parameter_positions_;
+  int whole_parameters_ = 0;
 };
 TORCH_MODULE(UNetDecoder);
 
 // The halves of `config`'s model (kind, deep supervision) for a stage.
 UNetEncoder MakeEncoder(const Config& config);
 UNetDecoder MakeDecoder(const Config& config);
+// A pipeline part's: the whole half, built as MakeEncoder/MakeDecoder build
+// it (the same weights), then pruned to levels lo..hi (KeepLevels).
+UNetEncoder MakeEncoderPart(const Config& config, int lo, int hi);
+UNetDecoder MakeDecoderPart(const Config& config, int lo, int hi);
 
 class UNetImpl : public torch::nn::Module {
  public:

@@ -12,7 +12,8 @@
 //              single activation tensor for one micro-batch
 //   context    a stated allowance per process for the CUDA context, cuDNN
 //              and allocator slack
-// Pure arithmetic, tested on small models whose numbers can be counted by hand.
+// Pure arithmetic, tested on small models whose numbers can be counted by hand;
+// the per-level counts are common/level_counts.h's.
 #pragma once
 
 #include <cstdint>
@@ -21,21 +22,11 @@
 
 #include "common/byte_size.h"
 #include "common/config.h"
+#include "common/level_counts.h"
 
 namespace up {
 
 inline constexpr int64_t kContextAllowanceBytes = 1LL << 30;  // per process
-
-struct StageCounts {
-  int64_t parameters = 0;
-  int64_t buffer_elements = 0;
-  int64_t activation_elements = 0;  // per sample, kept for the backward
-  int64_t largest_tensor = 0;       // per sample, elements
-};
-
-// Per-half counts (parameters exact; activations per the model above).
-StageCounts EncoderCounts(const Config& config);
-StageCounts DecoderCounts(const Config& config);
 
 struct PlanRow {
   // "single-process", "single-process checkpointing", "pipeline keep", "pipeline recompute"

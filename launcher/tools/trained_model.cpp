@@ -65,8 +65,14 @@ TrainedModel LoadTrainedModel(const std::string& dir) {
   }
   m.encoder = UNetEncoder(m.config.model, 0);
   m.decoder = UNetDecoder(m.config.model, 0);
-  LoadHalf((fs::path(m.checkpoint_dir) / "encoder.pt").string(), m.encoder, m.config.train);
-  LoadHalf((fs::path(m.checkpoint_dir) / "decoder.pt").string(), m.decoder, m.config.train);
+  const fs::path checkpoint(m.checkpoint_dir);
+  if (!fs::exists(checkpoint / "encoder.pt", ec) && StageFileNames(m.config).size() > 2) {
+    // A pipeline of more than two stages: one file per part.
+    LoadWholeModel(m.config, m.checkpoint_dir, *m.encoder, *m.decoder);
+  } else {
+    LoadHalf((checkpoint / "encoder.pt").string(), m.encoder, m.config.train);
+    LoadHalf((checkpoint / "decoder.pt").string(), m.decoder, m.config.train);
+  }
   m.encoder->eval();
   m.decoder->eval();
   return m;

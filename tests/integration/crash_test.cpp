@@ -78,9 +78,10 @@ int64_t HookTime(const std::string& output) {
 }
 
 struct KillCase {
-  const char* hook;  // UP_TEST_KILL_AT value
-  int exit_code;     // 1: a stage died; 137: the launcher was killed
-  const char* says;  // regex the launcher's error line must match (stage deaths)
+  const char* hook;    // UP_TEST_KILL_AT value
+  int exit_code;       // 1: a stage died; 137: the launcher was killed
+  const char* says;    // regex the launcher's error line must match (stage deaths)
+  bool parts = false;  // six stages: each half in three parts (the middle ones too)
 };
 
 class KillAnywhere : public ::testing::TestWithParam<KillCase> {};
@@ -97,6 +98,10 @@ TEST_P(KillAnywhere, CleanExitNothingLeftExactResume) {
                                  "--out",    run,
                                  "--set",    "checkpoint.every=1",
                                  "--set",    "checkpoint.keep=10"};
+  if (c.parts) {
+    fresh.insert(fresh.end(),
+                 {"--set", "pipeline.encoder_parts=3", "--set", "pipeline.decoder_parts=3"});
+  }
   std::vector<std::string> killed_args{"--resume", run, "--set", steps};
   if (std::count(c.hook, c.hook + std::strlen(c.hook), ':') == 2) {
     killed_args = fresh;
@@ -192,11 +197,26 @@ INSTANTIATE_TEST_SUITE_P(
         KillCase{"decoder:finish", 1,
                  "decoder stage killed by signal 9 \\(SIGKILL\\) during shutdown after step 4"},
         KillCase{"launcher:spawn", 137, ""}, KillCase{"launcher:turn:3", 137, ""},
-        KillCase{"launcher:save:3", 137, ""}, KillCase{"launcher:finish", 137, ""}),
+        KillCase{"launcher:save:3", 137, ""}, KillCase{"launcher:finish", 137, ""},
+        // The middle parts of a six-stage run.
+        KillCase{"encoder2:forward:3", 1,
+                 "encoder part 2 of 3 killed by signal 9 \\(SIGKILL\\) during encoder2 turn "
+                 "\\[F0 F1\\] of step 3",
+                 true},
+        KillCase{"decoder2:backward:2", 1,
+                 "decoder part 2 of 3 killed by signal 9 \\(SIGKILL\\) during decoder2 turn "
+                 "\\[B0 B1 S\\] of step 2",
+                 true},
+        KillCase{"decoder2:hello", 1,
+                 "decoder part 2 of 3 killed by signal 9 \\(SIGKILL\\) during .*of step 2", true},
+        KillCase{"encoder2:save:3", 1,
+                 "encoder part 2 of 3 killed by signal 9 \\(SIGKILL\\) during checkpoint of "
+                 "step 3",
+                 true}),
     [](const auto& info) {
       std::string name = info.param.hook;
       for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return name;
+      return name + (info.param.parts ? "_of_six" : "");
     });
 
 // A hung stage (SIGSTOP) is reported at pipeline.timeout_s with what it was
@@ -262,7 +282,7 @@ TEST(RunResources, OwnerOnlyWithUnguessableNamesAndRemovedAtOnceStop) {
   ASSERT_EQ(found.size(), 4u)
       << "expected three segments (two rings, the CPU device's tensor total) and a socket folder";
   const std::regex name("up-" + std::to_string(launcher_pid) +
-                        "-[0-9a-f]{32}(-fwd|-bwd|-budget|-......)");
+                        "-[0-9a-f]{32}(-0to1-fwd|-0to1-bwd|-budget|-......)");
   for (const std::string& path : found) {
     EXPECT_TRUE(std::regex_match(fs::path(path).filename().string(), name)) << path;
     struct stat st {};

@@ -315,13 +315,13 @@ TEST(ErrorCatalogue, OversizeOrMalformedControlMessageToAStage) {
   for (const auto& [frame, says] : cases) {
     const ipc::RunId id = ipc::RunId::Random();
     const std::string prefix = "up-" + std::to_string(getpid()) + "-" + id.Hex();
-    auto fwd = ipc::ShmRing::Create({prefix + "-fwd", id, 2, 1 << 20});
-    auto bwd = ipc::ShmRing::Create({prefix + "-bwd", id, 2, 1 << 20});
+    auto fwd = ipc::ShmRing::Create({prefix + "-0to1-fwd", id, 2, 1 << 20});
+    auto bwd = ipc::ShmRing::Create({prefix + "-0to1-bwd", id, 2, 1 << 20});
     const std::string sockets = ipc::MakePrivateRunDir(prefix);
     ipc::ControlListener listener = ipc::ControlListener::Listen(sockets + "/control.sock");
     BackgroundCommand stage({BinPath("encoder_proc"), "--config", SourcePath("configs/tiny.yaml"),
-                             "--control", listener.path(), "--run-id", id.Hex(), "--send-ring",
-                             prefix + "-fwd", "--recv-ring", prefix + "-bwd"});
+                             "--control", listener.path(), "--run-id", id.Hex(), "--rings",
+                             prefix});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     ipc::ControlChannel control = listener.Accept(deadline);
     ipc::ExpectType(control.Receive(deadline), ipc::MsgType::kHello, "encoder");

@@ -52,9 +52,11 @@ std::vector<std::string> Train(const std::vector<std::string>& extra) {
 }
 
 std::vector<std::string> Node(int rank, int port, const std::string& out,
-                              std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--nnodes",      "2",         "--node-rank",   std::to_string(rank),
-                                "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
+                              std::vector<std::string> extra = {}, int nnodes = 2) {
+  std::vector<std::string> args{"--nnodes",      std::to_string(nnodes),
+                                "--node-rank",   std::to_string(rank),
+                                "--master-addr", "127.0.0.1",
+                                "--master-port", std::to_string(port),
                                 "--out",         out};
   args.insert(args.end(), extra.begin(), extra.end());
   return Train(args);
@@ -154,6 +156,66 @@ TEST(MultiNode, ResumeSendsNode1ItsStageFileAndEqualsAnUninterruptedRun) {
   ASSERT_EQ(n1.exit_code, 0) << n1.output;
   EXPECT_NE(Slurp(dir / "node1-again/decoder.log").find("at step 3"), std::string::npos);
   EXPECT_EQ(RunDigest(run), straight);
+}
+
+// Four stages (two parts each half) on three launchers: each node starts the
+// stages placed on it (stage s of 4 on node s*3/4: node 0 both encoder
+// parts, node 1 decoder part 1, node 2 decoder part 2), every skip goes
+// straight over Gloo from its maker to its user, and the run equals
+// --single-process; killing the middle decoder part ends every node with
+// the part named.
+TEST(MultiNode, ThreeNodesFourStagesEqualSingleProcess) {
+  TempDir dir;
+  const std::vector<std::string> parts{"--set", "pipeline.encoder_parts=2", "--set",
+                                       "pipeline.decoder_parts=2"};
+  auto node = [&](int rank, int port, const std::string& out, std::vector<std::string> extra) {
+    extra.insert(extra.end(), parts.begin(), parts.end());
+    return Node(rank, port, out, extra, /*nnodes=*/3);
+  };
+  CommandResult r0, r1, r2;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    fs::remove_all(dir / "node0");
+    const int port = FreePort();
+    BackgroundCommand n1(node(1, port, dir / "node1", {}));
+    BackgroundCommand n2(node(2, port, dir / "node2", {}));
+    r0 = RunCommand(node(0, port, dir / "node0", {}), 300);
+    r1 = n1.Wait(60);
+    r2 = n2.Wait(60);
+    if (r0.output.find("Address already in use") == std::string::npos) break;
+  }
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  EXPECT_NE(r0.output.find("2 decoder1 levels 3-1 on cpu (node 1)"), std::string::npos)
+      << r0.output;
+  EXPECT_NE(r0.output.find("3 decoder2 level 0 on cpu (node 2)"), std::string::npos) << r0.output;
+  EXPECT_EQ(RunDigest(dir / "node0"), SingleProcessDigest(dir));
+  for (const char* file : {"encoder1.pt", "encoder2.pt", "decoder1.pt", "decoder2.pt"})
+    EXPECT_TRUE(fs::exists(dir / "node0/checkpoints/step-6/" + std::string(file))) << file;
+  EXPECT_TRUE(fs::exists(dir / "node1/decoder1.log"));
+  EXPECT_TRUE(fs::exists(dir / "node2/decoder2.log"));
+
+  // The middle part killed on node 1: every node ends, the part named.
+  const int port = FreePort();
+  const std::vector<std::string> longer{"--set", "train.steps=100000", "--set",
+                                        "checkpoint.every=0"};
+  BackgroundCommand n1(node(1, port, dir / "k1", longer));
+  BackgroundCommand n2(node(2, port, dir / "k2", longer));
+  BackgroundCommand n0(node(0, port, dir / "k0", longer));
+  for (int i = 0; i < 300 && Slurp(dir / "k0/metrics.jsonl").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(Slurp(dir / "k0/metrics.jsonl").empty()) << "training did not start";
+  ASSERT_EQ(
+      RunCommand({"/usr/bin/pkill", "-KILL", "-f", "decoder_proc.*" + (dir / "k1")}).exit_code, 0);
+  const CommandResult k0 = n0.Wait(60), k1 = n1.Wait(60), k2 = n2.Wait(60);
+  EXPECT_EQ(k0.exit_code, 1) << k0.output;
+  EXPECT_NE(k0.output.find("decoder part 1 of 2 on node 1 killed by signal 9"), std::string::npos)
+      << k0.output;
+  EXPECT_EQ(k1.exit_code, 1) << k1.output;
+  EXPECT_NE(k1.output.find("decoder part 1 of 2 killed by signal 9"), std::string::npos)
+      << k1.output;
+  EXPECT_NE(k2.exit_code, 0) << k2.output;
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/k").empty());
 }
 
 TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {

@@ -28,7 +28,7 @@ TEST(ControlProtocol, MessagesRoundTrip) {
   TurnRequest t2 = DecodeTurn(Encode(t));
   EXPECT_EQ(t2.step, 7);
   EXPECT_EQ(t2.actions, t.actions);
-  EXPECT_EQ(t2.peer_norms, t.peer_norms);
+  EXPECT_EQ(t2.all_norms, t.all_norms);
 
   TurnReport r{3, 0.25, 1.125, {1, 2, 3}, {0.5f}, 99, 7};
   TurnReport r2 = DecodeTurnDone(Encode(r));

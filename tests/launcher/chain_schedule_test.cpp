@@ -32,6 +32,20 @@ TEST(ChainSchedule, TwoStagesPassTheTwoStageChecker) {
   }
 }
 
+// The validation pass: each batch through every stage, at most per_turn a
+// turn when taking turns; the two-stage case is ValidationSchedule's.
+TEST(ChainValidationSchedule, EveryStageInTurnOrAllAtOnce) {
+  EXPECT_EQ(DescribeChainSchedule(ChainValidationSchedule(3, 2, false, 3)),
+            "0[VF0 VF1] 1[VF0 VF1] 2[VP0 VP1] 0[VF2] 1[VF2] 2[VP2]");
+  EXPECT_EQ(DescribeChainSchedule(ChainValidationSchedule(2, 4, true, 3)),
+            "0[VF0 VF1]|1[VF0 VF1]|2[VP0 VP1]");
+  EXPECT_TRUE(ChainValidationSchedule(0, 2, false, 4).empty());
+  for (bool overlapped : {false, true}) {
+    EXPECT_EQ(DescribeChainSchedule(ChainValidationSchedule(5, 2, overlapped, 2)),
+              DescribeChainSchedule(AsChain(ValidationSchedule(5, 2, overlapped))));
+  }
+}
+
 TEST(ChainSchedule, ThreeStagesWrittenOut) {
   EXPECT_EQ(DescribeChainSchedule(ChainSchedule(ScheduleKind::kSequential, 3, 2, false)),
             "0[F0 F1] 1[F0 F1] 2[FB0 FB1 S] 1[B0 B1 S] 0[B0 B1 S]");

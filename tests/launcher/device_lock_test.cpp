@@ -15,6 +15,10 @@ TEST(ResolveLock, AutoIsOnExactlyWhenStagesShareADevice) {
   EXPECT_FALSE(ResolveLock("auto", "cuda:0", "cuda:1", "1f1b"));
   EXPECT_TRUE(ResolveLock("on", "cuda:0", "cuda:1", "sequential"));
   EXPECT_FALSE(ResolveLock("off", "cpu", "cpu", "gpipe"));
+  // Any number of stages: on when any two share a device.
+  EXPECT_TRUE(ResolveLock("auto", {"cuda:0", "cuda:1", "cuda:2", "cuda"}, "sequential"));
+  EXPECT_FALSE(ResolveLock("auto", {"cuda:0", "cuda:1", "cuda:2", "cuda:3"}, "gpipe"));
+  EXPECT_THROW(ResolveLock("auto", {"cuda:0", "cuda:1", "cuda:1"}, "gpipe"), UsageError);
 }
 
 TEST(ResolveLock, OverlappedScheduleOnASharedLockIsAUsageError) {
@@ -29,20 +33,20 @@ TEST(ResolveLock, OverlappedScheduleOnASharedLockIsAUsageError) {
 
 TEST(DeviceLocks, OneHolderPerDevice) {
   DeviceLocks locks(true);
-  EXPECT_TRUE(locks.TryAcquire("cpu", StageId::kEncoder));
-  EXPECT_FALSE(locks.TryAcquire("cpu", StageId::kDecoder));
-  EXPECT_EQ(locks.Holder("cpu"), StageId::kEncoder);
-  EXPECT_TRUE(locks.TryAcquire("cuda:1", StageId::kDecoder)) << "other devices are independent";
-  locks.Release("cpu", StageId::kEncoder);
+  EXPECT_TRUE(locks.TryAcquire("cpu", 0));
+  EXPECT_FALSE(locks.TryAcquire("cpu", 1));
+  EXPECT_EQ(locks.Holder("cpu"), 0);
+  EXPECT_TRUE(locks.TryAcquire("cuda:1", 1)) << "other devices are independent";
+  locks.Release("cpu", 0);
   EXPECT_FALSE(locks.Holder("cpu"));
-  EXPECT_TRUE(locks.TryAcquire("cpu", StageId::kDecoder));
-  EXPECT_THROW(locks.Release("cpu", StageId::kEncoder), RuntimeError);
+  EXPECT_TRUE(locks.TryAcquire("cpu", 1));
+  EXPECT_THROW(locks.Release("cpu", 0), RuntimeError);
 }
 
 TEST(DeviceLocks, DisabledNeverBlocks) {
   DeviceLocks locks(false);
-  EXPECT_TRUE(locks.TryAcquire("cpu", StageId::kEncoder));
-  EXPECT_TRUE(locks.TryAcquire("cpu", StageId::kDecoder));
+  EXPECT_TRUE(locks.TryAcquire("cpu", 0));
+  EXPECT_TRUE(locks.TryAcquire("cpu", 1));
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 
 #include "common/model/digest.h"
 
+#include <map>
+#include <set>
+
 namespace up {
 namespace {
 
@@ -95,6 +98,111 @@ TEST(UNet, NormChoicesBuild) {
               (std::vector<int64_t>{2, 3, 8, 8}))
         << norm;
   }
+}
+
+}  // namespace
+}  // namespace up
+
+namespace up {
+namespace {
+
+std::set<std::string> NamesOf(const torch::nn::Module& m) {
+  std::set<std::string> out;
+  for (const auto& [name, t] : NamedState(m)) out.insert(name);
+  return out;
+}
+
+// A pipeline part is the whole half pruned to its levels: its tensors are
+// the whole half's for those levels (same names, same values), the parts
+// together hold each exactly once, the released levels hold nothing, and the
+// parts run one after another compute what the whole half does.
+TEST(UNetParts, PartsHoldTheirLevelsAndComposeToTheWholeHalf) {
+  Config config;
+  config.model = Tiny(2);  // levels 0, 1, 2 and the bottleneck 3
+  config.data.size = {16, 16};
+  UNetEncoder whole = MakeEncoder(config);
+  UNetEncoder first = MakeEncoderPart(config, 0, 1);
+  UNetEncoder second = MakeEncoderPart(config, 2, 3);
+  EXPECT_EQ(NamesOf(*first), (std::set<std::string>{"down0.conv1.weight",
+                                                    "down0.conv2.weight",
+                                                    "down0.norm1.bias",
+                                                    "down0.norm1.num_batches_tracked",
+                                                    "down0.norm1.running_mean",
+                                                    "down0.norm1.running_var",
+                                                    "down0.norm1.weight",
+                                                    "down0.norm2.bias",
+                                                    "down0.norm2.num_batches_tracked",
+                                                    "down0.norm2.running_mean",
+                                                    "down0.norm2.running_var",
+                                                    "down0.norm2.weight",
+                                                    "down1.conv1.weight",
+                                                    "down1.conv2.weight",
+                                                    "down1.norm1.bias",
+                                                    "down1.norm1.num_batches_tracked",
+                                                    "down1.norm1.running_mean",
+                                                    "down1.norm1.running_var",
+                                                    "down1.norm1.weight",
+                                                    "down1.norm2.bias",
+                                                    "down1.norm2.num_batches_tracked",
+                                                    "down1.norm2.running_mean",
+                                                    "down1.norm2.running_var",
+                                                    "down1.norm2.weight"}));
+  std::set<std::string> together = NamesOf(*first);
+  for (const std::string& n : NamesOf(*second)) EXPECT_TRUE(together.insert(n).second) << n;
+  EXPECT_EQ(together, NamesOf(*whole));
+  std::map<std::string, torch::Tensor> all;
+  for (const auto& [n, t] : NamedState(*whole)) all[n] = t;
+  for (const auto* part : {&first, &second})
+    for (const auto& [n, t] : NamedState(**part)) ExpectBitEqual(t, all.at(n));
+  // Positions in the whole half's parameters(), and its count.
+  const std::vector<torch::Tensor> params = whole->parameters();
+  EXPECT_EQ(first->whole_parameters(), static_cast<int>(params.size()));
+  const std::vector<torch::Tensor> mine = second->parameters();
+  ASSERT_EQ(second->parameter_positions().size(), mine.size());
+  for (size_t i = 0; i < mine.size(); ++i)
+    ExpectBitEqual(mine[i], params[static_cast<size_t>(second->parameter_positions()[i])]);
+  // The parts run in turn: the same skips and bottleneck.
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn(InputShape(2, 2, 16));
+  torch::NoGradGuard no_grad;
+  whole->eval();
+  first->eval();
+  second->eval();
+  const Boundary b = whole->forward(x);
+  const PartTensors a = first->ForwardPart(x);
+  const PartTensors c = second->ForwardPart(a.at("skip1"));
+  ExpectBitEqual(a.at("skip0"), b.skips[0]);
+  ExpectBitEqual(a.at("skip1"), b.skips[1]);
+  ExpectBitEqual(c.at("skip2"), b.skips[2]);
+  ExpectBitEqual(c.at("bottleneck"), b.bottleneck);
+}
+
+TEST(UNetParts, DecoderPartsRunDeepestFirstAndPutOutTheirHeads) {
+  Config config;
+  config.model = Tiny(2);
+  config.data.size = {16, 16};
+  UNetEncoder enc = MakeEncoder(config);
+  UNetDecoder whole = MakeDecoder(config);
+  UNetDecoder deep = MakeDecoderPart(config, 1, 2);
+  UNetDecoder top = MakeDecoderPart(config, 0, 0);
+  EXPECT_TRUE(NamesOf(*top).count("head.weight"));
+  EXPECT_FALSE(NamesOf(*deep).count("head.weight"));
+  EXPECT_TRUE(NamesOf(*deep).count("up2.weight"));
+  torch::NoGradGuard no_grad;
+  enc->eval();
+  whole->eval();
+  deep->eval();
+  top->eval();
+  const Boundary b = enc->forward(torch::randn(InputShape(2, 2, 16)));
+  const torch::Tensor logits = whole->forward(b)[0];
+  PartTensors in{{"bottleneck", b.bottleneck}, {"skip1", b.skips[1]}, {"skip2", b.skips[2]}};
+  const PartTensors mid = deep->ForwardPart(in);
+  EXPECT_EQ(mid.count("up2") + mid.count("up1"), 2u);
+  EXPECT_EQ(mid.count("logits1"), 0u);  // no head there without deep supervision
+  const PartTensors out = top->ForwardPart({{"up1", mid.at("up1")}, {"skip0", b.skips[0]}});
+  ExpectBitEqual(out.at("logits0"), logits);
+  EXPECT_THROW(top->ForwardPart({{"skip0", b.skips[0]}}), std::invalid_argument);
+  EXPECT_THROW(MakeDecoderPart(config, 2, 3), std::invalid_argument);
 }
 
 }  // namespace

@@ -1,0 +1,223 @@
+// See level_counts.h.
+#include "common/level_counts.h"
+
+#include <algorithm>
+
+#include "common/model_geometry.h"
+
+namespace up {
+namespace {
+
+int64_t Pow(int64_t base, int exp) {
+  int64_t r = 1;
+  for (int i = 0; i < exp; ++i) r *= base;
+  return r;
+}
+
+int64_t Product(const std::vector<int>& v) {
+  int64_t r = 1;
+  for (int x : v) r *= x;
+  return r;
+}
+
+int64_t VoxelsAt(const Config& c, const std::vector<int>& scale) {
+  int64_t v = 1;
+  for (size_t d = 0; d < c.data.size.size(); ++d) v *= c.data.size[d] / scale[d];
+  return v;
+}
+
+int64_t Voxels(const Config& c, int level) {
+  int64_t v = 1;
+  for (int s : c.data.size) v *= s >> level;
+  return v;
+}
+
+// A double convolution in -> out: two bias-free 3^d convs, two norms.
+void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s) {
+  const int64_t k = Pow(3, c.model.dims);
+  s->parameters += k * in * out + k * out * out + 4 * out;         // convs + two affine norms
+  if (c.model.norm == "batch") s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
+  s->activation_elements += in * voxels + 4 * out * voxels;
+  s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
+}
+
+// nnU-Net's ConvDropoutNormReLU in -> out at `voxels` (its output size):
+// the conv's and the norm's outputs are kept (the nonlin runs in place).
+void AddNnunetConv(const Config& c, int64_t in, int64_t out, int64_t kernel, bool bias,
+                   int64_t voxels, StageCounts* s) {
+  const NnunetArchitecture& a = c.model.nnunet;
+  s->parameters += kernel * in * out + (bias ? out : 0);
+  if (a.norm != "none") {
+    if (a.norm_affine) s->parameters += 2 * out;
+    if (a.norm == "batch") s->buffer_elements += 2 * out + 2;
+  }
+  s->activation_elements += (a.norm == "none" ? 1 : 2) * out * voxels;
+  s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
+}
+
+std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
+  const NnunetArchitecture& a = c.model.nnunet;
+  std::vector<StageCounts> levels(static_cast<size_t>(a.stages()));
+  int64_t in = c.model.in_channels;
+  levels[0].activation_elements += in * VoxelsAt(c, StageScale(a, 0));  // the input, kept
+  const bool residual = a.network_class == "ResidualEncoderUNet";
+  if (residual) {  // the stem: one conv at full resolution, part of level 0
+    AddNnunetConv(c, in, a.features[0], Product(a.kernel_sizes[0]), a.conv_bias,
+                  VoxelsAt(c, StageScale(a, 0)), &levels[0]);
+    in = a.features[0];
+  }
+  for (int st = 0; st < a.stages(); ++st) {
+    StageCounts& s = levels[static_cast<size_t>(st)];
+    const int64_t f = a.features[st];
+    const int64_t k = Product(a.kernel_sizes[st]);
+    const int64_t v = VoxelsAt(c, StageScale(a, st));
+    for (int b = 0; b < a.blocks[st]; ++b) {
+      const int64_t block_in = b == 0 ? in : f;
+      AddNnunetConv(c, block_in, f, k, a.conv_bias, v, &s);
+      if (!residual) continue;
+      AddNnunetConv(c, f, f, k, a.conv_bias, v, &s);  // conv2
+      const bool strided = b == 0 && Product(a.strides[st]) > 1;
+      if (strided) s.activation_elements += block_in * v;                 // the pooled skip
+      if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
+      s.activation_elements += f * v;  // the sum, which the nonlin overwrites
+    }
+    in = f;
+  }
+  return levels;
+}
+
+std::vector<StageCounts> NnunetDecoderLevels(const Config& c) {
+  const NnunetArchitecture& a = c.model.nnunet;
+  const int n = a.stages();
+  std::vector<StageCounts> levels(static_cast<size_t>(n - 1));
+  const int heads = c.train.deep_supervision ? n - 1 : 1;
+  for (int i = n - 2; i >= 0; --i) {
+    StageCounts& s = levels[static_cast<size_t>(i)];
+    const int64_t below = a.features[i + 1];
+    const int64_t f = a.features[i];
+    const int64_t v = VoxelsAt(c, StageScale(a, i));
+    s.parameters += below * f * Product(a.strides[i + 1]) + (a.conv_bias ? f : 0);  // transpconv
+    s.activation_elements += 3 * f * v;  // the upsampled tensor and the concatenation
+    for (int b = 0; b < a.decoder_convs[n - 2 - i]; ++b)
+      AddNnunetConv(c, b == 0 ? 2 * f : f, f, Product(a.kernel_sizes[i]), a.conv_bias, v, &s);
+    s.parameters += f * c.model.num_classes + c.model.num_classes;        // seg layer (all exist)
+    if (i < heads) s.activation_elements += 2 * c.model.num_classes * v;  // logits, softmax
+    s.largest_tensor = std::max(s.largest_tensor, 2 * f * v);
+  }
+  return levels;
+}
+
+// torchscript: parameters and buffers exact (the manifest lists them); the
+// activations are the classic formula on the levels' own shapes: a level
+// whose output is F wide over V voxels keeps its input and ~4*F*V (a decoder
+// level ~6*F*V: the concatenation too), a head its logits and softmax. The
+// levels are the user's code: `plan` measures them, and that is the figure.
+void AddBundleState(const BundleLevel& l, StageCounts* s) {
+  for (const BundleTensor& t : l.state) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    (t.buffer ? s->buffer_elements : s->parameters) += n;
+  }
+}
+
+std::vector<StageCounts> BundleEncoderLevels(const Config& c) {
+  const TorchscriptBundle& b = c.model.bundle;
+  std::vector<StageCounts> levels(b.encoder.size());
+  const LevelGeometry g = Geometry(c.model);
+  int64_t in = c.model.in_channels * VoxelsAt(c, std::vector<int>(c.data.size.size(), 1));
+  for (size_t i = 0; i < b.encoder.size(); ++i) {
+    StageCounts& s = levels[i];
+    AddBundleState(b.encoder[i], &s);
+    const int64_t out = b.encoder[i].output[1] * VoxelsAt(c, g.scale[i]);
+    s.activation_elements += in + 4 * out;
+    s.largest_tensor = std::max({s.largest_tensor, in, out});
+    in = out;
+  }
+  return levels;
+}
+
+std::vector<StageCounts> BundleDecoderLevels(const Config& c) {
+  const TorchscriptBundle& b = c.model.bundle;
+  std::vector<StageCounts> levels(static_cast<size_t>(b.levels()));
+  const LevelGeometry g = Geometry(c.model);
+  for (int i = b.levels() - 1; i >= 0; --i) {
+    StageCounts& s = levels[static_cast<size_t>(i)];
+    const BundleLevel& l = b.decoder[static_cast<size_t>(i)];
+    AddBundleState(l, &s);
+    const int64_t out = l.output[1] * VoxelsAt(c, g.scale[static_cast<size_t>(i)]);
+    s.activation_elements += 6 * out;
+    s.largest_tensor = std::max(s.largest_tensor, 2 * out);
+  }
+  for (const BundleLevel& h : b.heads) {
+    StageCounts& s = levels[static_cast<size_t>(h.level)];
+    AddBundleState(h, &s);
+    if (h.level == 0 || c.train.deep_supervision)
+      s.activation_elements +=
+          2 * c.model.num_classes * VoxelsAt(c, g.scale[static_cast<size_t>(h.level)]);
+  }
+  return levels;
+}
+
+StageCounts Sum(const std::vector<StageCounts>& levels) {
+  StageCounts total;
+  for (const StageCounts& l : levels) total.Merge(l);
+  return total;
+}
+
+}  // namespace
+
+void StageCounts::Merge(const StageCounts& o) {
+  parameters += o.parameters;
+  buffer_elements += o.buffer_elements;
+  activation_elements += o.activation_elements;
+  largest_tensor = std::max(largest_tensor, o.largest_tensor);
+}
+
+std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
+  if (c.model.kind == "torchscript") return BundleEncoderLevels(c);
+  if (c.model.kind == "nnunet") return NnunetEncoderLevels(c);
+  const int levels = static_cast<int>(c.model.features.size());
+  std::vector<StageCounts> out(static_cast<size_t>(levels + 1));
+  int64_t in = c.model.in_channels;
+  for (int i = 0; i < levels; ++i) {
+    const int64_t f = c.model.features[i];
+    AddDoubleConv(c, in, f, Voxels(c, i), &out[static_cast<size_t>(i)]);
+    // The max-pool feeding level i + 1 runs there; its indices (int64 = 2 floats).
+    out[static_cast<size_t>(i + 1)].activation_elements += 2 * f * Voxels(c, i + 1);
+    in = f;
+  }
+  AddDoubleConv(c, in, 2 * in, Voxels(c, levels), &out.back());
+  return out;
+}
+
+std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
+  if (c.model.kind == "torchscript") return BundleDecoderLevels(c);
+  if (c.model.kind == "nnunet") return NnunetDecoderLevels(c);
+  const int levels = static_cast<int>(c.model.features.size());
+  std::vector<StageCounts> out(static_cast<size_t>(levels));
+  int64_t in = 2 * c.model.features.back();
+  for (int i = levels - 1; i >= 0; --i) {
+    StageCounts& s = out[static_cast<size_t>(i)];
+    const int64_t f = c.model.features[i];
+    s.parameters += in * f * Pow(2, c.model.dims) + f;  // transposed conv + bias
+    AddDoubleConv(c, 2 * f, f, Voxels(c, i), &s);       // its input is the concatenation
+    in = f;
+  }
+  StageCounts& top = out[0];
+  top.parameters += c.model.features[0] * c.model.num_classes + c.model.num_classes;  // 1x1 head
+  top.activation_elements += 2 * c.model.num_classes * Voxels(c, 0);  // logits, softmax
+  top.largest_tensor = std::max(top.largest_tensor, 2 * c.model.features[0] * Voxels(c, 0));
+  return out;
+}
+
+StageCounts EncoderCounts(const Config& c) { return Sum(EncoderLevelCounts(c)); }
+StageCounts DecoderCounts(const Config& c) { return Sum(DecoderLevelCounts(c)); }
+
+int BytesPerActivation(const Config& c) { return c.train.precision == "fp32" ? 4 : 2; }
+
+int64_t StateBytes(const Config& c, const StageCounts& s) {
+  const int64_t optimizer_copies = c.train.optimizer == "adam" ? 2 : (c.train.momentum > 0 ? 1 : 0);
+  return 4 * (s.parameters * (2 + optimizer_copies) + s.buffer_elements);
+}
+
+}  // namespace up

@@ -1,0 +1,47 @@
+// What each level of a U-Net holds, counted from the config alone: its
+// parameters and buffers (exact), and the activations autograd keeps for one
+// sample (an estimate with stated parts). `plan` (launcher/tools/memory_plan.h)
+// sums them per stage; the pipeline's balanced cuts (pipeline_layout.h) weigh
+// the levels with them. Torch-free.
+//
+// The activation model: per double convolution at width F over V voxels,
+// ~4*F*V (norm inputs, ReLU outputs) plus its input; per decoder level the
+// upsampled tensor and the 2F-wide concatenation; max-pool indices (int64,
+// counted as two floats); a head's logits and softmax. nnU-Net's blocks are
+// counted as dynamic_network_architectures builds them (memory_plan.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/config.h"
+
+namespace up {
+
+struct StageCounts {
+  int64_t parameters = 0;
+  int64_t buffer_elements = 0;
+  int64_t activation_elements = 0;  // per sample, kept for the backward
+  int64_t largest_tensor = 0;       // per sample, elements
+  // Adds `o`'s counts to these (the largest tensor is the larger of the two).
+  void Merge(const StageCounts& o);
+};
+
+// Encoder levels 0..L (L: the bottleneck), each with what runs inside it
+// (the pooling before level i > 0 is level i's).
+std::vector<StageCounts> EncoderLevelCounts(const Config& config);
+// Decoder levels by U-Net index i = 0..L-1 (the level consuming skip i),
+// each with its head; level 0 holds the classic U-Net's one head.
+std::vector<StageCounts> DecoderLevelCounts(const Config& config);
+
+// The levels summed: a whole half.
+StageCounts EncoderCounts(const Config& config);
+StageCounts DecoderCounts(const Config& config);
+
+// Weights, gradients and optimizer state (Adam 2x, SGD with momentum 1x)
+// plus buffers, in bytes (fp32).
+int64_t StateBytes(const Config& config, const StageCounts& counts);
+// Bytes per activation element: 4 in fp32, 2 under bf16 or fp16 autocast.
+int BytesPerActivation(const Config& config);
+
+}  // namespace up

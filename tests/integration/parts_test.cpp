@@ -1,0 +1,211 @@
+// More than two stages (issue 16), as a user runs them: each half cut into
+// parts, each part its own encoder_proc or decoder_proc, every skip sent
+// straight from the part that makes it to the part that uses it. Whatever
+// the cut, the schedule, the micro-batches, clipping or recompute, training
+// equals `--single-process` bit for bit (param_digest), resume included, and
+// nothing of the run remains afterwards.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+CommandResult Train(std::vector<std::string> args) {
+  args.insert(args.begin(), {BinPath("unet-pipeline"), "train"});
+  return RunCommand(args);
+}
+
+std::vector<std::string> Sets(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const std::string& k : keys) out.insert(out.end(), {"--set", k});
+  return out;
+}
+
+void ExpectNothingLeft(const std::string& run) {
+  EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
+      << "a stage of " << run << " is still running";
+  const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
+  ASSERT_EQ(id.size(), 32u);
+  for (const auto& e : fs::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
+        << "leftover segment " << e.path();
+  }
+}
+
+struct Cut {
+  int encoder_parts;
+  int decoder_parts;
+};
+
+// The classic 2-D U-Net (4 levels), three steps, clipping on: one reference
+// per micro-batch count, then every cut under every schedule.
+class PartsEqualSingleProcess : public ::testing::TestWithParam<Cut> {};
+
+TEST_P(PartsEqualSingleProcess, EverySchedule) {
+  const Cut cut = GetParam();
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  auto run = [&](const std::string& out, const std::vector<std::string>& keys,
+                 std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--config", config, "--out", dir / out};
+    for (const std::string& a : Sets(keys)) args.push_back(a);
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandResult r = Train(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r;
+  };
+  const std::string parts = "pipeline.encoder_parts=" + std::to_string(cut.encoder_parts);
+  const std::string dparts = "pipeline.decoder_parts=" + std::to_string(cut.decoder_parts);
+  struct Variant {
+    const char* name;
+    int micro_batches;
+    std::vector<std::string> keys;
+  };
+  const std::vector<Variant> variants{
+      {"sequential", 4, {}},
+      {"sequential-recompute", 1, {"pipeline.activations=recompute"}},
+      {"gpipe", 4, {"pipeline.schedule=gpipe", "pipeline.lock=off"}},
+      {"1f1b-recompute",
+       4,
+       {"pipeline.schedule=1f1b", "pipeline.lock=off", "pipeline.activations=recompute"}},
+  };
+  std::string reference[5];
+  for (int mb : {1, 4}) {
+    run("single-mb" + std::to_string(mb),
+        {"train.steps=3", "train.grad_clip=0.5", "train.micro_batches=" + std::to_string(mb)},
+        {"--single-process"});
+    reference[mb] = RunDigest(dir / ("single-mb" + std::to_string(mb)));
+    ASSERT_EQ(reference[mb].size(), 64u);
+  }
+  for (const Variant& v : variants) {
+    std::vector<std::string> keys{"train.steps=3", "train.grad_clip=0.5",
+                                  "train.micro_batches=" + std::to_string(v.micro_batches), parts,
+                                  dparts};
+    keys.insert(keys.end(), v.keys.begin(), v.keys.end());
+    const CommandResult r = run(v.name, keys);
+    EXPECT_EQ(RunDigest(dir / v.name), reference[v.micro_batches]) << v.name << "\n" << r.output;
+    ExpectNothingLeft(dir / v.name);
+  }
+  // Each part wrote its own stage file; the summary names every process.
+  const int stages = cut.encoder_parts + cut.decoder_parts;
+  EXPECT_EQ(JsonField(Slurp(dir / "gpipe/summary.json"), "stages"), std::to_string(stages));
+  const std::string step3 = dir / "gpipe/checkpoints/step-3";
+  for (int e = 1; e <= cut.encoder_parts; ++e) {
+    const std::string file =
+        cut.encoder_parts == 1 ? "encoder.pt" : "encoder" + std::to_string(e) + ".pt";
+    EXPECT_TRUE(fs::exists(step3 + "/" + file)) << file;
+  }
+  for (int d = 1; d <= cut.decoder_parts; ++d) {
+    const std::string file =
+        cut.decoder_parts == 1 ? "decoder.pt" : "decoder" + std::to_string(d) + ".pt";
+    EXPECT_TRUE(fs::exists(step3 + "/" + file)) << file;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuts, PartsEqualSingleProcess,
+                         ::testing::Values(Cut{1, 2}, Cut{2, 1}, Cut{2, 2}, Cut{3, 3}),
+                         [](const auto& info) {
+                           return "e" + std::to_string(info.param.encoder_parts) + "d" +
+                                  std::to_string(info.param.decoder_parts);
+                         });
+
+// Resume across a stop: every part loads its own file and the run ends
+// where an uninterrupted one does; predict and export read the part files.
+TEST(Parts, ResumeIsExactAndTheModelIsUsable) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  const std::vector<std::string> cuts =
+      Sets({"pipeline.encoder_parts=3", "pipeline.decoder_parts=3", "train.micro_batches=4"});
+  std::vector<std::string> straight{"--single-process", "--config", config, "--out",
+                                    dir / "straight"};
+  for (const auto& a : Sets({"train.steps=6", "train.micro_batches=4"})) straight.push_back(a);
+  ASSERT_EQ(Train(straight).exit_code, 0);
+  std::vector<std::string> first{"--config", config, "--out", dir / "parts"};
+  first.insert(first.end(), cuts.begin(), cuts.end());
+  for (const auto& a : Sets({"train.steps=3"})) first.push_back(a);
+  ASSERT_EQ(Train(first).exit_code, 0);
+  const CommandResult r = Train({"--resume", dir / "parts", "--set", "train.steps=6"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(RunDigest(dir / "parts"), RunDigest(dir / "straight"));
+
+  // The single-process trainer cannot take the parts' files: one clear line.
+  const CommandResult wrong =
+      Train({"--resume", dir / "parts", "--single-process", "--set", "train.steps=7"});
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("written by a run in other stages"), std::string::npos)
+      << wrong.output;
+
+  // export writes the whole model from the part files: the same tensors as
+  // the single-process run's.
+  const CommandResult a = Up({"export", "--checkpoint", dir / "parts", "--out", dir / "a.pt"});
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const CommandResult b = Up({"export", "--checkpoint", dir / "straight", "--out", dir / "b.pt"});
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(Slurp(dir / "a.pt"), Slurp(dir / "b.pt"));
+}
+
+// nnU-Net's ResidualEncoderUNet in 3-D with deep supervision: a residual
+// block uses its input twice (strided conv, pooled skip), and the heads of
+// the decoder parts before the last send their logits to the loss. Cut
+// anywhere, the same bits.
+TEST(Parts, ResidualEncoderWithDeepSupervision) {
+  TempDir dir;
+  const std::vector<std::string> model =
+      Sets({"model.kind=nnunet", "model.plans=" + SourcePath("tests/data/nnunet/tiny_plans.json"),
+            "model.configuration=3d_fullres", "model.in_channels=2", "model.num_classes=3",
+            "train.steps=2", "train.grad_clip=1"});
+  auto run = [&](const std::string& out, const std::vector<std::string>& keys,
+                 std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--config", SourcePath("tests/data/nnunet/empty.yaml"), "--out",
+                                  dir / out};
+    args.insert(args.end(), model.begin(), model.end());
+    for (const std::string& a : Sets(keys)) args.push_back(a);
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandResult r = Train(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return RunDigest(dir / out);
+  };
+  const std::string reference = run("single", {}, {"--single-process"});
+  EXPECT_EQ(run("e2d3", {"pipeline.encoder_parts=2", "pipeline.decoder_parts=3"}), reference);
+  EXPECT_EQ(run("e3d2-1f1b",
+                {"pipeline.encoder_parts=3", "pipeline.decoder_parts=2", "pipeline.schedule=1f1b",
+                 "pipeline.lock=off", "pipeline.activations=recompute"}),
+            reference);
+}
+
+// Cuts the model cannot take are one line naming the key and the valid
+// range, before any process starts (nothing is written).
+TEST(Parts, BadCutsAreOneLineBeforeAnythingStarts) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"pipeline.encoder_parts=6"},
+       "pipeline.encoder_parts = 6: must be in [1, 5], one part per level at most"},
+      {{"pipeline.cuts.encoder=[2, 2]"},
+       "pipeline.cuts.encoder = [2, 2]: cut 2 would leave a part empty"},
+      {{"pipeline.cuts.decoder=[4]"}, "each in [1, 3] (4 levels)"},
+      {{"pipeline.encoder_parts=3", "pipeline.cuts.encoder=[2]"},
+       "pipeline.cuts.encoder = [2]: makes 2 parts, but pipeline.encoder_parts is 3"},
+      {{"pipeline.encoder_parts=2", "pipeline.devices=[cpu, cpu]"},
+       "pipeline.devices has 2 entries, expected 3"},
+  };
+  for (const auto& [keys, says] : cases) {
+    std::vector<std::string> args{"--config", config, "--out", dir / "run"};
+    for (const std::string& a : Sets(keys)) args.push_back(a);
+    const CommandResult r = Train(args);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+    EXPECT_EQ(ErrorLines(r.output).size(), 1u) << r.output;
+    EXPECT_FALSE(fs::exists(dir / "run")) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace up::test
