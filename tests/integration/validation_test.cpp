@@ -97,6 +97,18 @@ TEST_F(Validation, ThroughTheStagesEqualsSingleProcessAndLeavesTrainingAlone) {
   // Only after the last step.
   const CommandResult once = Train(out / "once", {});
   ASSERT_EQ(once.exit_code, 0) << once.output;
+  // Five stages: the first part cuts the windows, the middle ones pass them
+  // on, the last blends and scores; in turns and all at once.
+  const std::vector<std::string> parts{"--set", "validate.every=2",
+                                       "--set", "pipeline.encoder_parts=3",
+                                       "--set", "pipeline.decoder_parts=2"};
+  const CommandResult five = Train(out / "five", parts);
+  ASSERT_EQ(five.exit_code, 0) << five.output;
+  std::vector<std::string> overlapped = parts;
+  overlapped.insert(overlapped.end(),
+                    {"--set", "pipeline.schedule=1f1b", "--set", "pipeline.lock=off"});
+  const CommandResult five_1f1b = Train(out / "five-1f1b", overlapped);
+  ASSERT_EQ(five_1f1b.exit_code, 0) << five_1f1b.output;
 
   const std::map<int, std::string> lines = ValidationLines(out / "pipe");
   ASSERT_EQ(lines.size(), 2u) << Slurp(out / "pipe/metrics.jsonl");
@@ -116,7 +128,14 @@ TEST_F(Validation, ThroughTheStagesEqualsSingleProcessAndLeavesTrainingAlone) {
   for (int step : {2, 4}) {
     EXPECT_EQ(Scores(lines.at(step)), Scores(single_lines.at(step))) << "step " << step;
     EXPECT_EQ(Scores(lines.at(step)), Scores(gpipe_lines.at(step))) << "step " << step;
+    for (const char* run : {"five", "five-1f1b"}) {
+      const std::map<int, std::string> part_lines = ValidationLines(out / run);
+      ASSERT_EQ(part_lines.size(), 2u) << run;
+      EXPECT_EQ(Scores(lines.at(step)), Scores(part_lines.at(step))) << run << " step " << step;
+    }
   }
+  EXPECT_EQ(RunDigest(out / "five"), RunDigest(out / "single"));
+  EXPECT_EQ(RunDigest(out / "five-1f1b"), RunDigest(out / "single"));
   const std::map<int, std::string> once_lines = ValidationLines(out / "once");
   ASSERT_EQ(once_lines.size(), 1u);
   EXPECT_EQ(Scores(once_lines.at(4)), Scores(lines.at(4)));

@@ -34,6 +34,14 @@ void ExpectPipelineEqualsSingleProcessAndResumeIsExact(const std::string& config
   EXPECT_FALSE(RunDigest(dir + "/single").empty());
   EXPECT_EQ(RunDigest(dir + "/single"), RunDigest(dir + "/pipe"));
 
+  // Four stages, each half in two parts: the same again.
+  std::vector<std::string> parts_set = set;
+  for (const char* s : {"pipeline.encoder_parts=2", "pipeline.decoder_parts=2"})
+    parts_set.push_back(s);
+  const CommandResult parts = Train(config, {"--out", dir + "/parts"}, parts_set);
+  ASSERT_EQ(parts.exit_code, 0) << parts.output;
+  EXPECT_EQ(RunDigest(dir + "/single"), RunDigest(dir + "/parts"));
+
   // Two steps, then resumed to four: the same weights as four straight.
   std::vector<std::string> half = set;
   half.push_back("train.steps=2");

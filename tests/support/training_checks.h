@@ -8,9 +8,10 @@
 namespace up::test {
 
 // Trains `config` with `set` (which holds train.steps=4 and checkpoint.every=2)
-// single-process, and as a gpipe pipeline with recompute: the same
-// param_digest. Then two steps, resumed to four: the same again. The runs are
-// DIR/single, DIR/pipe and DIR/resumed.
+// single-process, as a gpipe pipeline with recompute, and in four stages
+// (each half in two parts): the same param_digest. Then two steps, resumed
+// to four: the same again. The runs are DIR/single, DIR/pipe, DIR/parts and
+// DIR/resumed.
 void ExpectPipelineEqualsSingleProcessAndResumeIsExact(const std::string& config,
                                                        const std::vector<std::string>& set,
                                                        const std::string& dir);
