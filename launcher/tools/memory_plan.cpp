@@ -6,6 +6,7 @@
 
 #include "common/errors.h"
 #include "common/model_geometry.h"
+#include "common/pipeline_layout.h"
 
 namespace up {
 namespace {
@@ -84,6 +85,69 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
     r.fits = r.peak_bytes <= budget;
   }
   return rows;
+}
+
+PartsPlan PlanParts(const Config& c) {
+  const PipelineLayout layout = ResolveLayout(c);
+  const std::vector<StageCounts> enc = EncoderLevelCounts(c), dec = DecoderLevelCounts(c);
+  const int64_t n = c.train.batch_size / c.train.micro_batches;
+  const int64_t m = c.train.micro_batches;
+  const int64_t a = BytesPerActivation(c);
+  const bool keep = c.pipeline.activations == "keep";
+  PartsPlan out;
+  for (const StageSpec& spec : layout.stages) {
+    (spec.encoder ? out.encoder_parts : out.decoder_parts) = spec.parts;
+    StageCounts counts;
+    for (int level = spec.lo; level <= spec.hi; ++level)
+      counts.Merge((spec.encoder ? enc : dec)[static_cast<size_t>(level)]);
+    int64_t boundary = 0;  // one micro-batch in and out, each with its gradient
+    for (const StageChannel& ch : layout.channels) {
+      if (ch.from != spec.index && ch.to != spec.index) continue;
+      for (const WireTensor& t : ch.tensors) {
+        int64_t numel = 1;
+        for (int64_t d : t.shape) numel *= d;
+        boundary += 2 * numel * a;
+      }
+    }
+    StagePlan p;
+    p.key = spec.Key();
+    p.levels = spec.LevelsText();
+    p.state_bytes = StateBytes(c, counts);
+    p.activation_bytes = counts.activation_elements * n * a * (keep ? m : 1);
+    p.boundary_bytes = boundary;
+    p.workspace_bytes = 2 * counts.largest_tensor * n * a;
+    p.turn_bytes = p.state_bytes + p.activation_bytes + p.boundary_bytes + p.workspace_bytes;
+    p.residue_bytes = keep ? p.activation_bytes : 0;
+    out.stages.push_back(p);
+  }
+  const int64_t stages = static_cast<int64_t>(out.stages.size());
+  for (const StagePlan& s : out.stages) {
+    int64_t others = 0;
+    for (const StagePlan& o : out.stages)
+      if (&o != &s) others += o.residue_bytes;
+    out.shared_device_bytes = std::max(out.shared_device_bytes, s.turn_bytes + others);
+    out.own_device_bytes = std::max(out.own_device_bytes, s.turn_bytes);
+  }
+  out.shared_device_bytes += stages * kContextAllowanceBytes;
+  out.own_device_bytes += kContextAllowanceBytes;
+  return out;
+}
+
+std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget, bool shared) {
+  const int levels = Geometry(config.model).levels();
+  for (int k = 1; k <= levels; ++k) {
+    Config c = config;
+    c.pipeline.encoder_parts = k;
+    c.pipeline.decoder_parts = k;
+    c.pipeline.encoder_cuts.clear();
+    c.pipeline.decoder_cuts.clear();
+    c.pipeline.placement = "listed";
+    c.pipeline.devices.clear();
+    c.pipeline.nodes.clear();
+    const PartsPlan plan = PlanParts(c);
+    if ((shared ? plan.shared_device_bytes : plan.own_device_bytes) <= budget) return plan;
+  }
+  return std::nullopt;
 }
 
 }  // namespace up

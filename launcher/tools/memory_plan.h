@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,40 @@ struct PlanRow {
 // The pipeline rows assume both stages share the one device and park
 // between turns (what a single card needs).
 std::vector<PlanRow> PlanMemory(const Config& config, int64_t budget_bytes);
+
+// The stages of the config's own layout (pipeline.encoder_parts,
+// pipeline.decoder_parts, the cuts), each estimated as the rows above: its
+// levels' state, the activations it keeps (every micro-batch with keep, one
+// with recompute: the sequential schedule), its inputs and outputs with their
+// gradients, a backward workspace. Between its turns a parked stage still
+// holds what autograd saved (keep's activations) on the device.
+struct StagePlan {
+  std::string key;     // "encoder", "decoder2"
+  std::string levels;  // "levels 0-1"
+  int64_t state_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t boundary_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t turn_bytes = 0;     // the sum: the stage's peak in its turn
+  int64_t residue_bytes = 0;  // on the device between its turns, parked
+};
+struct PartsPlan {
+  int encoder_parts = 1;
+  int decoder_parts = 1;
+  std::vector<StagePlan> stages;
+  // Every stage on one device, taking turns (parked): the largest turn plus
+  // the others' residue, plus a context per process.
+  int64_t shared_device_bytes = 0;
+  // Each stage on a device of its own: the largest turn plus one context.
+  int64_t own_device_bytes = 0;
+};
+PartsPlan PlanParts(const Config& config);
+
+// The fewest parts (each half in the same number, balanced cuts, the
+// config's activation policy) whose `shared` (one device in turns) or own-
+// device peak fits `budget_bytes`; nullopt when even one level per part does not.
+std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget_bytes,
+                                            bool shared);
 
 // `plan --gpu-mem` (see byte_size.h).
 inline int64_t ParseBytes(const std::string& text) { return ParseByteSize(text, "--gpu-mem"); }

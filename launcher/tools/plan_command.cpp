@@ -10,6 +10,7 @@
 #define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <iostream>
+#include <optional>
 
 #include "common/command_line.h"
 #include "common/config.h"
@@ -82,7 +83,33 @@ int PlanCommand(int argc, char** argv) {
     }
   }
 
+  const PartsPlan parts = PlanParts(config);
+  const std::optional<PartsPlan> fewest_shared = FewestPartsThatFit(config, budget, true);
+  const std::optional<PartsPlan> fewest_own = FewestPartsThatFit(config, budget, false);
+  auto fewest_json = [](const std::optional<PartsPlan>& p, bool shared) {
+    if (!p) return std::string("null");
+    return JsonWriter()
+        .Field("encoder_parts", p->encoder_parts)
+        .Field("decoder_parts", p->decoder_parts)
+        .Field("peak_bytes", shared ? p->shared_device_bytes : p->own_device_bytes)
+        .str();
+  };
+
   if (args.count("json")) {
+    std::string stages = "[";
+    for (size_t i = 0; i < parts.stages.size(); ++i) {
+      const StagePlan& p = parts.stages[i];
+      stages += (i ? "," : "") + JsonWriter()
+                                     .Field("stage", p.key)
+                                     .Field("levels", p.levels)
+                                     .Field("state_bytes", p.state_bytes)
+                                     .Field("activation_bytes", p.activation_bytes)
+                                     .Field("boundary_bytes", p.boundary_bytes)
+                                     .Field("workspace_bytes", p.workspace_bytes)
+                                     .Field("turn_bytes", p.turn_bytes)
+                                     .Field("residue_bytes", p.residue_bytes)
+                                     .str();
+    }
     std::string list = "[";
     for (size_t i = 0; i < rows.size(); ++i) {
       JsonWriter w;
@@ -108,7 +135,14 @@ int PlanCommand(int argc, char** argv) {
     out.Field("budget_bytes", budget)
         .Field("encoder_parameters", enc.parameters)
         .Field("decoder_parameters", dec.parameters)
-        .Raw("rows", list + "]");
+        .Raw("rows", list + "]")
+        .Raw("stages", stages + "]")
+        .Field("shared_device_bytes", parts.shared_device_bytes)
+        .Field("own_device_bytes", parts.own_device_bytes)
+        .Raw("fewest_parts", JsonWriter()
+                                 .Raw("one_device", fewest_json(fewest_shared, true))
+                                 .Raw("device_per_stage", fewest_json(fewest_own, false))
+                                 .str());
     std::cout << out.str() << std::endl;
     return 0;
   }
@@ -144,6 +178,36 @@ int PlanCommand(int argc, char** argv) {
                     FormatBytes(r.decoder_tensor_bytes).c_str());
     }
   }
+  std::printf(
+      "\nthis config's %zu stages (pipeline.encoder_parts %d, decoder_parts %d, "
+      "activations %s), estimate:\n",
+      parts.stages.size(), parts.encoder_parts, parts.decoder_parts,
+      config.pipeline.activations.c_str());
+  std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s\n", "stage", "levels", "state",
+              "activations", "boundary", "workspace", "turn", "parked");
+  for (const StagePlan& p : parts.stages) {
+    std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s\n", p.key.c_str(), p.levels.c_str(),
+                FormatBytes(p.state_bytes).c_str(), FormatBytes(p.activation_bytes).c_str(),
+                FormatBytes(p.boundary_bytes).c_str(), FormatBytes(p.workspace_bytes).c_str(),
+                FormatBytes(p.turn_bytes).c_str(), FormatBytes(p.residue_bytes).c_str());
+  }
+  std::printf(
+      "  one device, in turns: %s with %zu contexts (%s); a device per stage: %s each (%s)\n",
+      FormatBytes(parts.shared_device_bytes).c_str(), parts.stages.size(),
+      parts.shared_device_bytes <= budget ? "fits" : "does NOT fit",
+      FormatBytes(parts.own_device_bytes).c_str(),
+      parts.own_device_bytes <= budget ? "fits" : "does NOT fit");
+  auto fewest_text = [](const std::optional<PartsPlan>& p, bool shared) {
+    if (!p) return std::string("none, even one level per part");
+    return "pipeline.encoder_parts=" + std::to_string(p->encoder_parts) +
+           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (" +
+           FormatBytes(shared ? p->shared_device_bytes : p->own_device_bytes) + ")";
+  };
+  std::printf(
+      "fewest parts that fit %s with activations %s: one device in turns: %s; a device "
+      "per stage: %s\n",
+      FormatBytes(budget).c_str(), config.pipeline.activations.c_str(),
+      fewest_text(fewest_shared, true).c_str(), fewest_text(fewest_own, false).c_str());
   std::printf(
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
       "share\n"

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/config.h"
 #include "common/errors.h"
 #include "common/model/unet.h"
 
@@ -69,6 +70,45 @@ TEST(MemoryPlan, ParseBytes) {
   EXPECT_EQ(ParseBytes("512MiB"), 512LL << 20);
   EXPECT_THROW(ParseBytes("lots"), UsageError);
   EXPECT_THROW(ParseBytes("16 furlongs"), UsageError);
+}
+
+}  // namespace
+}  // namespace up
+
+namespace up {
+namespace {
+
+// Two stages are the rows' pipeline case; more parts shrink the largest
+// stage, and the fewest that fit a budget are found.
+TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
+  for (const char* policy : {"keep", "recompute"}) {
+    const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml",
+                                {std::string("pipeline.activations=") + policy});
+    const auto rows = PlanMemory(c, ParseBytes("16GiB"));
+    const PartsPlan two = PlanParts(c);
+    ASSERT_EQ(two.stages.size(), 2u);
+    EXPECT_EQ(two.stages[0].key, "encoder");
+    EXPECT_EQ(two.shared_device_bytes, rows[std::string(policy) == "keep" ? 2 : 3].peak_bytes)
+        << policy;
+    const PartsPlan six =
+        PlanParts(LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml",
+                             {std::string("pipeline.activations=") + policy,
+                              "pipeline.encoder_parts=3", "pipeline.decoder_parts=3"}));
+    ASSERT_EQ(six.stages.size(), 6u);
+    EXPECT_EQ(six.stages[4].key, "decoder2");
+    EXPECT_LT(six.own_device_bytes, two.own_device_bytes) << policy;
+    int64_t state = 0;
+    for (const StagePlan& s : six.stages) state += s.state_bytes;
+    EXPECT_EQ(state, two.stages[0].state_bytes + two.stages[1].state_bytes);
+  }
+  const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
+  // A budget between what two and what more parts need: the fewest that fit.
+  const PartsPlan two = PlanParts(c);
+  const auto fewest = FewestPartsThatFit(c, two.own_device_bytes - 1, /*shared=*/false);
+  ASSERT_TRUE(fewest.has_value());
+  EXPECT_GT(fewest->encoder_parts, 1);
+  EXPECT_LT(fewest->own_device_bytes, two.own_device_bytes);
+  EXPECT_FALSE(FewestPartsThatFit(c, ParseBytes("1GiB"), true).has_value());
 }
 
 }  // namespace
