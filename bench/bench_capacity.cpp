@@ -47,6 +47,12 @@ std::vector<Way> Ways(const Config& c) {
       {"pipeline keep", false, {"pipeline.activations=keep"}, false},
       {"pipeline recompute+park", false, {recompute, park}, false},
       {"pipeline recompute+park, mb of 1", false, {recompute, park, mb1}, false},
+      // More stages taking turns on the one device: each turn holds less.
+      {"3 stages recompute+park", false, {recompute, park, "pipeline.encoder_parts=2"}, false},
+      {"4 stages recompute+park",
+       false,
+       {recompute, park, "pipeline.encoder_parts=2", "pipeline.decoder_parts=2"},
+       false},
   };
   if (c.train.micro_batches == c.train.batch_size) {  // already one sample each
     ways.erase(

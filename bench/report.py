@@ -423,6 +423,46 @@ def capacity_section(c, title):
             f"{verdict(best['vs_plain'] >= 2)}) and {best['vs_best_single']:.2f}x the best "
             f"single-process way's (target >= 1x: {verdict(best['vs_best_single'] >= 1)}).",
         ]
+    two = next((r for r in c["rows"] if r["way"] == "pipeline recompute+park"), None)
+    four = next((r for r in c["rows"] if r["way"] == "4 stages recompute+park"), None)
+    if two and four and two["vs_plain"] > 0:
+        ratio = four["vs_plain"] / two["vs_plain"]
+        out += [
+            "",
+            f"More stages in turns on the one device: 4 stages train {ratio:.2f}x the {what} of "
+            f"2 (target >= 1.5x: {verdict(ratio >= 1.5)}).",
+        ]
+    out.append("")
+    return out
+
+
+def stages_section(s, title):
+    """One `bench stages` run: 2, 3 and 4 stages under each schedule."""
+    if not s:
+        return []
+    m = s["machine"]
+    cores = m.get("cores", "?")
+    out = [
+        f"### {title}",
+        "",
+        f"`unet-pipeline bench stages --config {s['config']}`"
+        + (f" (sets {', '.join(s['sets'])})" if s["sets"] else "")
+        + f": one traced run of {s['steps']} steps per row, the first {s['warmup']} dropped; "
+        f"{s['micro_batches']} micro-batches, the lock off, one thread per stage, on {cores} "
+        "cores. Bubble: the stages' mean share of a step not computing (from the trace: each "
+        "stage's compute spans less the ring waits inside them), beside the theory for equal "
+        "stages, (S-1)/(M+S-1) for gpipe and 1f1b and (S-1)/S for sequential. First peak: the "
+        "first stage's peak tensor bytes, with the micro-batches it holds at most (1f1b bounds "
+        "them at S; gpipe and sequential keep all M).",
+        "",
+        "| stages | schedule | step (ms) | x sequential | bubble | theory | first stage's peak | in flight |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in s["rows"]:
+        out.append(
+            f"| {r['stages']} | {r['schedule']} | {r['step_ms']:.1f} | "
+            f"{r['speedup_vs_sequential']:.2f} | {r['bubble']:.2f} | {r['bubble_theory']:.2f} | "
+            f"{mib(r['first_peak_tensor_bytes'])} MiB | {r['first_in_flight']} |")
     out.append("")
     return out
 
@@ -553,6 +593,11 @@ def main():
         lines += machine_section(t["machine"])
         lines += transport_section(t)
     lines += step_sections(tiny, small)
+    stages = [(load(folder, "stages-tiny"), "tiny"), (load(folder, "stages-small"), "small")]
+    if any(st for st, _ in stages):
+        lines += ["## More stages: step time, bubble and kept activations", ""]
+        for st, title in stages:
+            lines += stages_section(st, title)
     if mem:
         lines += memory_section(mem, mb1, rec)
     lines += user_case_section([

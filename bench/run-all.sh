@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds unet-pipeline, runs the four benches on the standard configs, keeps
+# Builds unet-pipeline, runs the five benches on the standard configs, keeps
 # their JSON in bench/results/ and regenerates docs/BENCHMARKS.md from it.
 # Sized to finish in a few minutes on 2 cores. Environment:
 #   UP_BUILD_DIR      build folder (default build)
@@ -30,6 +30,9 @@ run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$ROUNDS" --wa
 # small as the speed targets are set: 2 threads, batch 8 in one micro-batch.
 run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2 \
   --set train.threads=2 --set train.micro_batches=1
+# 2, 3 and 4 stages under each schedule (one traced run a row).
+run stages-tiny stages --config configs/tiny.yaml --set train.micro_batches=4
+run stages-small stages --config configs/small.yaml --set train.micro_batches=4 --steps 5
 run memory-small memory --config configs/small.yaml --steps 3
 # The same with one micro-batch in flight, to separate that effect (docs say why).
 run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1

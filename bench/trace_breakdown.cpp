@@ -47,52 +47,106 @@ int64_t StepOfTurn(const std::string& name) {
   return std::strtoll(name.c_str() + at + mark.size(), nullptr, 10);
 }
 
-}  // namespace
+// The complete events and the process names of a trace file.
+struct Trace {
+  std::vector<Event> events;
+  std::vector<std::pair<int64_t, std::string>> processes;  // (pid, name), in order
+};
 
-StepBreakdown BreakdownFromTrace(const std::string& trace_path, int64_t warmup) {
+Trace ReadTrace(const std::string& trace_path) {
   std::ifstream in(trace_path);
   if (!in) throw RuntimeError("bench: cannot read the trace " + trace_path);
-  std::vector<Event> events;
+  Trace t;
   for (std::string line; std::getline(in, line);) {
+    if (line.find("\"ph\":\"M\"") != std::string::npos &&
+        StringField(line, "name") == "process_name") {
+      const size_t args = line.find("\"args\":");
+      if (args != std::string::npos)
+        t.processes.emplace_back(IntField(line, "pid"), StringField(line.substr(args), "name"));
+      continue;
+    }
     if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
-    events.push_back({StringField(line, "name"), StringField(line, "cat"), IntField(line, "pid"),
-                      IntField(line, "ts"), IntField(line, "dur")});
+    t.events.push_back({StringField(line, "name"), StringField(line, "cat"),
+                        IntField(line, "pid"), IntField(line, "ts"), IntField(line, "dur")});
   }
-  // The window: from the first turn of step warmup+1 to the end of the last turn.
-  int64_t from = std::numeric_limits<int64_t>::max(), to = 0, last_step = 0;
+  return t;
+}
+
+// The window of the steps after `warmup`: from the first turn of step
+// warmup+1 to the end of the last turn.
+struct Window {
+  int64_t from = std::numeric_limits<int64_t>::max(), to = 0, steps = 0;
   double turn_us = 0;
-  for (const Event& e : events) {
+};
+
+Window StepWindow(const Trace& t, const std::string& trace_path, int64_t warmup) {
+  Window w;
+  int64_t last_step = 0;
+  for (const Event& e : t.events) {
     const int64_t step = StepOfTurn(e.name);
     if (step <= warmup) continue;
-    from = std::min(from, e.ts);
-    to = std::max(to, e.ts + e.dur);
+    w.from = std::min(w.from, e.ts);
+    w.to = std::max(w.to, e.ts + e.dur);
     last_step = std::max(last_step, step);
-    turn_us += e.dur;
+    w.turn_us += e.dur;
   }
   if (last_step == 0) {
     throw RuntimeError("bench: the trace " + trace_path + " holds no turn after step " +
                        std::to_string(warmup));
   }
+  w.steps = last_step - warmup;
+  return w;
+}
+
+// Compute and transfer time inside the window (of process `pid`, or all when
+// -1); compute less the transfers inside it, counted once.
+std::pair<double, double> Busy(const Trace& t, const Window& w, int64_t pid) {
   std::vector<const Event*> compute, transfer;
-  for (const Event& e : events) {
-    if (e.ts < from || e.ts + e.dur > to) continue;
+  for (const Event& e : t.events) {
+    if (e.ts < w.from || e.ts + e.dur > w.to || (pid >= 0 && e.pid != pid)) continue;
     if (e.cat == "compute") compute.push_back(&e);
     if (e.cat == "transfer") transfer.push_back(&e);
   }
   double compute_us = 0, transfer_us = 0;
   for (const Event* c : compute) compute_us += c->dur;
-  for (const Event* t : transfer) {
-    transfer_us += t->dur;
+  for (const Event* x : transfer) {
+    transfer_us += x->dur;
     // A stage sends and receives inside its forward/backward span: count once.
     if (std::any_of(compute.begin(), compute.end(),
-                    [&](const Event* c) { return c->Contains(*t); }))
-      compute_us -= t->dur;
+                    [&](const Event* c) { return c->Contains(*x); }))
+      compute_us -= x->dur;
   }
+  return {compute_us, transfer_us};
+}
+
+}  // namespace
+
+StepBreakdown BreakdownFromTrace(const std::string& trace_path, int64_t warmup) {
+  const Trace t = ReadTrace(trace_path);
+  const Window w = StepWindow(t, trace_path, warmup);
+  const auto [compute_us, transfer_us] = Busy(t, w, -1);
   StepBreakdown b;
-  b.steps = last_step - warmup;
-  b.turn_ms = turn_us / 1e3 / b.steps;
+  b.steps = w.steps;
+  b.turn_ms = w.turn_us / 1e3 / b.steps;
   b.compute_ms = compute_us / 1e3 / b.steps;
   b.transfer_ms = transfer_us / 1e3 / b.steps;
+  return b;
+}
+
+StagesBreakdown StagesFromTrace(const std::string& trace_path, int64_t warmup) {
+  const Trace t = ReadTrace(trace_path);
+  const Window w = StepWindow(t, trace_path, warmup);
+  StagesBreakdown b;
+  b.steps = w.steps;
+  b.wall_ms = static_cast<double>(w.to - w.from) / 1e3 / b.steps;
+  const std::string suffix = "_proc";
+  for (const auto& [pid, name] : t.processes) {
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    b.stages.push_back(
+        {name.substr(0, name.size() - suffix.size()), Busy(t, w, pid).first / 1e3 / b.steps});
+  }
   return b;
 }
 

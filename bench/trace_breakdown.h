@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace up::bench {
 
@@ -26,5 +27,20 @@ struct StepBreakdown {
 // RuntimeError if the file cannot be read or holds no turn of a step after
 // `warmup` (steps count from 1 in the trace).
 StepBreakdown BreakdownFromTrace(const std::string& trace_path, int64_t warmup);
+
+// Each stage's own work in the same window, for the bubble of a schedule:
+// per step, the stage process's "compute" spans less the transfers inside
+// them (what it waits for on a ring is not work), next to the step's wall
+// time (the window over the steps). A stage's bubble is 1 - compute / wall.
+struct StageCompute {
+  std::string stage;  // its key, from the trace's process name "<key>_proc"
+  double compute_ms = 0;
+};
+struct StagesBreakdown {
+  int64_t steps = 0;
+  double wall_ms = 0;
+  std::vector<StageCompute> stages;  // in the order their processes appear
+};
+StagesBreakdown StagesFromTrace(const std::string& trace_path, int64_t warmup);
 
 }  // namespace up::bench

@@ -66,3 +66,48 @@ TEST_F(TraceBreakdownTest, NoTurnAfterWarmupIsAnError) {
 
 }  // namespace
 }  // namespace up::bench
+
+namespace up::bench {
+namespace {
+
+// Per stage: the process named "<key>_proc" by its metadata event; its
+// compute less the ring waits inside it, per step, against the window.
+TEST(StagesFromTrace, EachStagesComputeAgainstTheStepsWallTime) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("stages_from_trace_" + std::to_string(getpid()) + ".json"))
+                               .string();
+  {
+    std::ofstream out(path);
+    out << "{\"traceEvents\":[\n";
+    for (const auto& [pid, name] : std::vector<std::pair<int, std::string>>{
+             {1, "unet-pipeline (launcher)"}, {2, "encoder1_proc"}, {3, "decoder_proc"}})
+      out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << pid
+          << ",\"args\":{\"name\":\"" << name << "\"}},\n";
+    auto event = [&](const std::string& n, const std::string& cat, int pid, int64_t ts,
+                     int64_t dur) {
+      out << "{\"name\":\"" << n << "\",\"cat\":\"" << cat << "\",\"ph\":\"X\",\"ts\":" << ts
+          << ",\"dur\":" << dur << ",\"pid\":" << pid << ",\"tid\":" << pid << "},\n";
+    };
+    for (int s = 1; s <= 4; ++s) {
+      const int64_t t = s * 1000;
+      event("turn held: encoder1 turn [F0 B0 S] of step " + std::to_string(s), "turn", 1, t, 1000);
+      event("forward m0", "compute", 2, t, 400);
+      event("backward m0", "compute", 2, t + 600, 400);
+      event("receive bwd m0", "transfer", 2, t + 600, 200);  // waiting, inside the backward
+      event("forward+backward m0", "compute", 3, t + 400, 300);
+    }
+    out << "{}]}\n";
+  }
+  const StagesBreakdown b = StagesFromTrace(path, 1);
+  std::filesystem::remove(path);
+  EXPECT_EQ(b.steps, 3);
+  EXPECT_DOUBLE_EQ(b.wall_ms, 1.0);
+  ASSERT_EQ(b.stages.size(), 2u);
+  EXPECT_EQ(b.stages[0].stage, "encoder1");
+  EXPECT_DOUBLE_EQ(b.stages[0].compute_ms, 0.6);
+  EXPECT_EQ(b.stages[1].stage, "decoder");
+  EXPECT_DOUBLE_EQ(b.stages[1].compute_ms, 0.3);
+}
+
+}  // namespace
+}  // namespace up::bench

@@ -116,6 +116,33 @@ TEST(BenchStep, JsonHasEveryRow) {
   EXPECT_LE(turn, step) << b;
 }
 
+// Two and four stages under each schedule: a row each with its bubble (a
+// share, next to the theory for equal stages), each stage's compute, and the
+// first stage's peak; 1f1b never keeps more micro-batches in flight than gpipe.
+TEST(BenchStages, EveryStageCountAndSchedule) {
+  const CommandResult r =
+      Bench({"stages", "--config", SourcePath("configs/tiny.yaml"), "--json", "--stages", "2,4",
+             "--steps", "3", "--warmup", "1", "--set", "train.micro_batches=4"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  ASSERT_TRUE(Balanced(json)) << r.output;
+  ExpectFields(json, {"machine", "rows", "bubble", "bubble_theory", "stage_compute_ms",
+                      "first_peak_tensor_bytes", "speedup_vs_sequential"});
+  size_t rows = 0;
+  for (size_t at = json.find("\"schedule\":"); at != std::string::npos;
+       at = json.find("\"schedule\":", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 6u) << json;
+  for (const char* stage : {"\"encoder1\":", "\"encoder2\":", "\"decoder1\":", "\"decoder2\":"})
+    EXPECT_NE(json.find(stage), std::string::npos) << stage << json;
+  // gpipe with 4 stages and 4 micro-batches: theory (S-1)/(M+S-1) = 3/7.
+  EXPECT_NE(json.find("\"bubble_theory\":0.42857142857142855"), std::string::npos) << json;
+  const CommandResult bad = Bench({"stages", "--config", SourcePath("configs/tiny.yaml"),
+                                   "--stages", "5"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--stages 5"), std::string::npos) << bad.output;
+}
+
 TEST(BenchMemory, JsonHasEveryProcess) {
   const CommandResult r =
       Bench({"memory", "--config", SourcePath("configs/tiny.yaml"), "--json", "--steps", "1"});
