@@ -18,7 +18,8 @@ namespace up::bench {
 
 StagesReport RunStagesBench(const StagesOptions& o) {
   if (o.steps <= o.warmup)
-    throw UsageError("bench stages: --steps must exceed --warmup (" + std::to_string(o.warmup) + ")");
+    throw UsageError("bench stages: --steps must exceed --warmup (" + std::to_string(o.warmup) +
+                     ")");
   StagesReport report;
   report.options = o;
   TempFolder tmp;

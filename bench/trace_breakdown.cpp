@@ -66,8 +66,8 @@ Trace ReadTrace(const std::string& trace_path) {
       continue;
     }
     if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
-    t.events.push_back({StringField(line, "name"), StringField(line, "cat"),
-                        IntField(line, "pid"), IntField(line, "ts"), IntField(line, "dur")});
+    t.events.push_back({StringField(line, "name"), StringField(line, "cat"), IntField(line, "pid"),
+                        IntField(line, "ts"), IntField(line, "dur")});
   }
   return t;
 }
