@@ -31,6 +31,7 @@
 #include "launcher/tools/check.h"
 #include "launcher/tools/export_command.h"
 #include "launcher/tools/inspect.h"
+#include "launcher/tools/nnunet_export.h"
 #include "launcher/tools/plan_command.h"
 #include "launcher/tools/predict.h"
 #include "launcher/tools/preprocess_command.h"
@@ -189,6 +190,7 @@ int Train(int argc, char** argv) {
     CheckRecordable(config, args.count("record") > 0);
     run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
                                config));
+    KeepNnunetPlans(run->path(), config);  // for `export --format nnunet`
   }
   torch::set_num_threads(config.train.threads);
   AddLogFile((fs::path(run->path()) / "launcher.log").string());

@@ -62,5 +62,32 @@ PY
     echo "install-deps: installing the parity tests' references: ${PY_TEST_PACKAGES[*]}"
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
   fi
+  # nnU-Net v2's own predictor, which the export test runs on `export
+  # --format nnunet`'s folder: nnunetv2 and exactly what its predictor
+  # imports (found by importing it), each pinned and without its optional
+  # dependencies: nnunetv2's full set would replace the pinned torch.
+  PY_PREDICTOR_PACKAGES=("nnunetv2==2.8.1" "acvl_utils==0.2.6" "batchgenerators==0.25.5"
+                         "batchgeneratorsv2==0.3.6" "blosc2==4.15.0" "cloudpickle==3.1.3"
+                         "connected-components-3d==4.1.1" "cycler==0.12.1" "fonttools==4.68.0"
+                         "httpx==0.29.0" "idna==3.20" "joblib==1.6.0" "kiwisolver==1.5.1"
+                         "lazy_loader==0.6" "matplotlib==3.11.2" "msgpack==1.2.4"
+                         "narwhals==2.29.0" "ndindex==1.10.1" "nibabel==5.4.2" "packaging==26.4"
+                         "pandas==3.1.1" "pillow==13.0.0" "pyparsing==3.3.3"
+                         "python-dateutil==4.0.0" "scikit-image==0.26.0" "scikit-learn==1.9.1"
+                         "scipy==1.17.1" "seaborn==0.13.2" "simpleitk==2.5.7" "six==1.17.0"
+                         "threadpoolctl==3.8.0" "tifffile==2026.3.3" "tqdm==4.70.1")
+  if ! .venv/bin/python - "${PY_PREDICTOR_PACKAGES[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    if version(name) != want:
+        sys.exit(1)
+PY
+  then
+    echo "install-deps: installing nnU-Net's predictor for the export test (nnunetv2 and what it imports)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+      "${PY_PREDICTOR_PACKAGES[@]}"
+  fi
 fi
 echo "install-deps: ok"

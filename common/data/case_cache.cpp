@@ -19,7 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kFormat = "unet-pipeline-cache";
-constexpr int kVersion = 1;
+// 2: z-scored as nnU-Net does (over the filled union of the channels' non-zero
+// voxels, population standard deviation).
+constexpr int kVersion = 2;
 constexpr int64_t kLocationsPerClass = 10000;
 
 std::string IntArray(const std::vector<int64_t>& v) {
@@ -187,7 +189,9 @@ CacheCaseMeta ReadCaseMeta(const std::string& case_dir) {
     const YAML::Node n = YAML::Load(ReadFile(path));
     if (!n["format"] || n["format"].as<std::string>() != kFormat ||
         n["version"].as<int>() != kVersion)
-      throw YAML::Exception(YAML::Mark(), "not format " + std::string(kFormat) + " v1");
+      throw YAML::Exception(YAML::Mark(), "not format " + std::string(kFormat) + " v" +
+                                              std::to_string(kVersion) +
+                                              " (written by another version)");
     m.name = n["name"].as<std::string>();
     m.channels = n["channels"].as<int64_t>();
     m.shape = Ints(n["shape"]);

@@ -57,12 +57,54 @@ int64_t BratsLabelToClass(int64_t label) {
 
 int64_t BratsClassToLabel(int64_t cls) { return cls == 3 ? 4 : cls; }
 
-torch::Tensor ZScoreNonzero(torch::Tensor x) {
-  const torch::Tensor inside = x != 0;
-  const int64_t n = inside.sum().item<int64_t>();
-  if (n <= 1) return x;  // an empty channel stays 0
-  const torch::Tensor values = x.masked_select(inside);
-  return torch::where(inside, (x - values.mean()) / (values.std() + 1e-6), torch::zeros_like(x));
+torch::Tensor NonzeroMask(const torch::Tensor& image) {
+  const torch::Tensor any = (image != 0).any(0).contiguous();  // (D, H, W)
+  const int64_t D = any.size(0), H = any.size(1), W = any.size(2);
+  // Background reachable from the border, by face-connected steps, is
+  // outside; everything else (the voxels and the holes they enclose) inside.
+  std::vector<uint8_t> outside(static_cast<size_t>(D * H * W), 0);
+  const bool* in = any.data_ptr<bool>();
+  std::vector<int64_t> queue;
+  auto visit = [&](int64_t z, int64_t y, int64_t x) {
+    if (z < 0 || y < 0 || x < 0 || z >= D || y >= H || x >= W) return;
+    const int64_t i = (z * H + y) * W + x;
+    if (in[i] || outside[static_cast<size_t>(i)]) return;
+    outside[static_cast<size_t>(i)] = 1;
+    queue.push_back(i);
+  };
+  for (int64_t z = 0; z < D; ++z)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x)
+        if (z == 0 || y == 0 || x == 0 || z == D - 1 || y == H - 1 || x == W - 1) visit(z, y, x);
+  while (!queue.empty()) {
+    const int64_t i = queue.back();
+    queue.pop_back();
+    const int64_t x = i % W, y = (i / W) % H, z = i / (W * H);
+    visit(z - 1, y, x);
+    visit(z + 1, y, x);
+    visit(z, y - 1, x);
+    visit(z, y + 1, x);
+    visit(z, y, x - 1);
+    visit(z, y, x + 1);
+  }
+  torch::Tensor mask = torch::empty({D, H, W}, torch::kBool);
+  bool* out = mask.data_ptr<bool>();
+  for (size_t i = 0; i < outside.size(); ++i) out[i] = outside[i] == 0;
+  return mask;
+}
+
+torch::Tensor ZScoreNonzero(torch::Tensor image) {
+  const torch::Tensor mask = NonzeroMask(image);      // (D, H, W)
+  if (mask.sum().item<int64_t>() == 0) return image;  // an empty case stays 0
+  std::vector<torch::Tensor> channels;
+  for (int64_t c = 0; c < image.size(0); ++c) {
+    const torch::Tensor x = image[c];  // (D, H, W)
+    const torch::Tensor values = x.masked_select(mask);
+    const torch::Tensor mean = values.mean();
+    const torch::Tensor std = values.std(/*unbiased=*/false).clamp_min(1e-8);
+    channels.push_back(torch::where(mask, (x - mean) / std, x));
+  }
+  return torch::stack(channels);  // (C, D, H, W)
 }
 
 BratsCase LoadRawCase(const RawCase& c, const std::vector<int64_t>& label_values,
@@ -84,9 +126,9 @@ BratsCase LoadRawCase(const RawCase& c, const std::vector<int64_t>& label_values
       throw UsageError("'" + path + "' (case " + c.name +
                        ") holds NaN or infinite voxels; fix or drop the case");
     }
-    channels.push_back(ZScoreNonzero(std::move(x)));
+    channels.push_back(std::move(x));
   }
-  out.image = torch::stack(channels).contiguous();  // (C, D, H, W)
+  out.image = ZScoreNonzero(torch::stack(channels)).contiguous();  // (C, D, H, W)
   if (!with_labels) return out;
 
   torch::Tensor labels = VolumeTensor(ReadNifti(c.labels)).round().to(torch::kInt64);  // (D, H, W)

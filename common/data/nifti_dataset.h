@@ -53,16 +53,21 @@ struct RawCase {
 // BraTS' labels, class k having label kBratsLabels[k].
 inline const std::vector<int64_t> kBratsLabels{0, 1, 2, 4};
 
-// Reads a case: every image volume z-scored over its non-zero voxels
-// (ZScoreNonzero), the segmentation's labels mapped to classes (class k has
-// label label_values[k]). UsageError naming the case and file for volumes of
-// different sizes, NaN or infinite voxels, or a label not declared.
+// Reads a case: its image volumes z-scored as nnU-Net does (ZScoreNonzero), the segmentation's
+// labels mapped to classes (class k has label label_values[k]). UsageError naming the case and file
+// for volumes of different sizes, NaN or infinite voxels, or a label not declared.
 BratsCase LoadRawCase(const RawCase& c, const std::vector<int64_t>& label_values, bool with_labels);
 
-// `x` (*S) z-scored over its non-zero voxels, 0 elsewhere (nnU-Net's
-// ZScoreNormalization with the non-zero mask); unchanged when it has fewer
-// than two non-zero voxels.
-torch::Tensor ZScoreNonzero(torch::Tensor x);
+// The voxels of `image` (C, D, H, W) that are non-zero in any channel, with
+// the holes enclosed by them filled (face-connected background that does not
+// reach the volume's border): nnU-Net's create_nonzero_mask. (D, H, W) bool.
+torch::Tensor NonzeroMask(const torch::Tensor& image);
+
+// `image` (C, D, H, W) z-scored as nnU-Net's ZScoreNormalization with
+// use_mask_for_norm: each channel over NonzeroMask's voxels, by its mean and
+// population standard deviation (at least 1e-8); the voxels outside the mask
+// (zero in every channel) stay 0.
+torch::Tensor ZScoreNonzero(torch::Tensor image);
 
 // Reads a case folder; `with_labels` also reads and maps <case>_seg. All
 // volumes of a case must have one size. UsageError naming the file otherwise.

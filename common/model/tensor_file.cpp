@@ -14,18 +14,16 @@
 
 namespace up {
 
-// torch::pickle_save tags the dict with its type (a global that
-// torch.load(weights_only=True) refuses); pickled untagged, it is a plain dict.
-void SaveTensorFile(const std::string& path, const NamedTensors& tensors) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous().clone());
+// torch::pickle_save tags dicts with their type (a global that
+// torch.load(weights_only=True) refuses); pickled untagged, they are plain dicts.
+void SavePickledValue(const std::string& path, const c10::IValue& value) {
   std::vector<char> pickled;
   torch::jit::Pickler pickler(
       [&](const char* bytes, size_t n) { pickled.insert(pickled.end(), bytes, bytes + n); },
       /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
       /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
   pickler.protocol();
-  pickler.pushIValue(dict);
+  pickler.pushIValue(value);
   pickler.stop();
   std::string file;
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
@@ -36,6 +34,12 @@ void SaveTensorFile(const std::string& path, const NamedTensors& tensors) {
                                      writer);
   writer.writeEndOfFile();
   WriteFileAtomic(path, file);
+}
+
+void SaveTensorFile(const std::string& path, const NamedTensors& tensors) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous().clone());
+  SavePickledValue(path, dict);
 }
 
 NamedTensors LoadTensorFile(const std::string& path) {

@@ -13,6 +13,11 @@ namespace up {
 // Writes atomically (temporary name, fsync, rename). RuntimeError on I/O.
 void SaveTensorFile(const std::string& path, const NamedTensors& tensors);
 
+// Any value torch.save could write (dicts, lists, tuples, strings, numbers,
+// tensors), pickled untagged so that Python's torch.load returns plain
+// dicts: e.g. the checkpoint nnU-Net's predictor reads. Atomic, as above.
+void SavePickledValue(const std::string& path, const c10::IValue& value);
+
 // In the order written. UsageError when the file is missing or is not a dict
 // of tensors.
 NamedTensors LoadTensorFile(const std::string& path);

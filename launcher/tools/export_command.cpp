@@ -13,6 +13,7 @@
 #include "common/model/bundle_unet.h"
 #include "common/model/nnunet_unet.h"
 #include "common/model/tensor_file.h"
+#include "launcher/tools/nnunet_export.h"
 #include "launcher/tools/trained_model.h"
 
 namespace up {
@@ -57,16 +58,30 @@ NamedTensors MergedStateDict(const ModelConfig& model, const torch::nn::Module& 
 
 int ExportCommand(int argc, char** argv) {
   cxxopts::Options options("unet-pipeline export",
-                           "Write a trained U-Net's weights as one PyTorch state dict (.pt).");
+                           "Write a trained U-Net's weights as one PyTorch state dict (.pt), or "
+                           "an nnU-Net run as nnU-Net's own trained-model folder.");
   options.add_options()("checkpoint", "a run folder or RUN/checkpoints/step-N",
                         cxxopts::value<std::string>())(
-      "out", "the .pt file to write", cxxopts::value<std::string>())("h,help", "this help");
+      "out", "the .pt file to write (--format nnunet: the folder)", cxxopts::value<std::string>())(
+      "format", "state_dict (default) | nnunet", cxxopts::value<std::string>())(
+      "dataset-json",
+      "nnunet: the dataset.json of the data trained on (default: one written "
+      "from the model's channels and classes)",
+      cxxopts::value<std::string>())(
+      "plans", "nnunet: the plans file (default: the one the run kept)",
+      cxxopts::value<std::string>())("configuration",
+                                     "nnunet: its configuration (default: the "
+                                     "run's)",
+                                     cxxopts::value<std::string>())("h,help", "this help");
   const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline export --help");
   if (!parsed) return 0;
   const cxxopts::ParseResult& args = *parsed;
   if (!args.count("checkpoint") || !args.count("out"))
     throw UsageError("export needs --checkpoint DIR and --out FILE.pt");
   const std::string out = args["out"].as<std::string>();
+  const std::string format = args.count("format") ? args["format"].as<std::string>() : "state_dict";
+  if (format != "state_dict" && format != "nnunet")
+    throw UsageError("--format " + format + ": use state_dict or nnunet");
   const fs::path parent = fs::absolute(out).parent_path();
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) {
@@ -75,6 +90,15 @@ int ExportCommand(int argc, char** argv) {
   }
 
   TrainedModel model = LoadTrainedModel(args["checkpoint"].as<std::string>());
+  if (format == "nnunet") {
+    NnunetExportOptions o;
+    o.out = out;
+    if (args.count("plans")) o.plans = args["plans"].as<std::string>();
+    if (args.count("configuration")) o.configuration = args["configuration"].as<std::string>();
+    if (args.count("dataset-json")) o.dataset_json = args["dataset-json"].as<std::string>();
+    ExportNnunetFolder(model, o);
+    return 0;
+  }
   const NamedTensors state = MergedStateDict(model.config.model, *model.encoder, *model.decoder);
   SaveTensorFile(out, state);
   const ModelConfig& m = model.config.model;

@@ -218,3 +218,121 @@ TEST(NnunetPlan, ConfigErrorsNameTheKey) {
 
 }  // namespace
 }  // namespace up::test
+
+namespace up::test {
+namespace {
+
+// .venv's Python when nnU-Net v2's predictor imports there, else "" and why.
+std::string PredictorPython(std::string* why) {
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0) {
+    *why = "no Python at " + python + " (scripts/install-deps.sh makes it)";
+    return "";
+  }
+  const CommandResult r = RunCommand(
+      {python, "-c", "from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor"}, 120);
+  if (r.exit_code != 0) {
+    *why = "nnunetv2's predictor does not import in " + python +
+           " (scripts/install-deps.sh installs it): " + r.output.substr(0, 300);
+    return "";
+  }
+  return python;
+}
+
+// A run on the tiny plan, exported as nnU-Net's trained-model folder, is
+// loaded by nnU-Net v2's own predictor, which segments a case (two NIfTI
+// channels, cropped to their non-zero box, z-scored, padded to the patch) as
+// `unet-pipeline predict` does: every voxel the same, but where nnU-Net's
+// half-precision sum of logits tips a near tie (the two largest of our
+// logits within 0.05).
+TEST(NnunetExport, NnunetsOwnPredictorSegmentsACaseAsPredictDoes) {
+  std::string why;
+  const std::string python = PredictorPython(&why);
+  if (python.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  std::vector<std::string> set = NnunetSet("3d_fullres");
+  set.push_back("train.steps=3");
+  const CommandResult trained = Train({"--single-process", "--out", dir / "run"}, set);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const CommandResult exported =
+      Up({"export", "--checkpoint", dir / "run", "--format", "nnunet", "--out", dir / "model"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  for (const char* file : {"plans.json", "dataset.json", "fold_0/checkpoint_final.pth"})
+    EXPECT_TRUE(std::filesystem::exists(dir / "model/" + file)) << file;
+
+  // The case: 40x36x14 voxels (x, y, z), non-zero in a 30x30x10 box.
+  const std::string make_and_predict = R"(
+import sys, os, numpy as np, nibabel as nib, torch
+folder, images, out = sys.argv[1:4]
+os.makedirs(images, exist_ok=True); os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(0)
+for c in range(2):
+    a = np.zeros((40, 36, 14), np.float32)
+    a[4:34, 3:33, 2:12] = rng.normal(300 + 50 * c, 80, (30, 30, 10)).clip(1, None)
+    nib.save(nib.Nifti1Image(a, np.eye(4)), f"{images}/case01_{c:04d}.nii.gz")
+from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
+p = nnUNetPredictor(tile_step_size=0.5, use_gaussian=True, use_mirroring=False,
+                    device=torch.device("cpu"), verbose=False, allow_tqdm=False)
+p.initialize_from_trained_model_folder(folder, use_folds=(0,))
+p.predict_from_files_sequential([[f"{images}/case01_0000.nii.gz", f"{images}/case01_0001.nii.gz"]],
+                                out + "/", save_probabilities=False, overwrite=True)
+)";
+  const CommandResult nn = RunCommand(
+      {python, "-W", "ignore", "-c", make_and_predict, dir / "model", dir / "imagesTs", dir / "nn"},
+      300);
+  ASSERT_EQ(nn.exit_code, 0) << nn.output;
+  const CommandResult ours = Up({"predict", "--checkpoint", dir / "run", "--input",
+                                 dir / "imagesTs", "--out", dir / "up", "--save-logits"});
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+
+  const std::string compare = R"(
+import sys, numpy as np, nibabel as nib, torch
+nn = np.asarray(nib.load(sys.argv[1] + "/case01.nii.gz").dataobj).transpose(2, 1, 0)  # (z, y, x)
+up = np.asarray(nib.load(sys.argv[2] + "/case01.nii.gz").dataobj).transpose(2, 1, 0)
+logits = torch.load(sys.argv[2] + "/case01_logits.pt", weights_only=True)["logits"].float()
+top = logits.topk(2, 0).values
+margin = np.zeros(nn.shape, np.float32) + np.inf
+margin[2:12, 3:33, 4:34] = (top[0] - top[1]).numpy()  # the box, where the network ran
+differ = nn != up
+print("voxels", nn.size, "differ", int(differ.sum()), "agree", 1 - differ.mean(),
+      "largest margin where they differ", float(margin[differ].max()) if differ.any() else 0.0)
+print("classes", np.unique(up).tolist())
+sys.exit(0 if (1 - differ.mean()) >= 0.995 and (not differ.any() or margin[differ].max() < 0.05)
+         else 1)
+)";
+  const CommandResult same =
+      RunCommand({python, "-W", "ignore", "-c", compare, dir / "nn", dir / "up"}, 120);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  std::cout << same.output;
+
+  // What it refuses, each one line with nothing written: a run of another
+  // kind, a dataset.json that does not fit, a folder that holds something.
+  const CommandResult classic =
+      Train({"--single-process", "--out", dir / "classic"},
+            {"model.kind=classic", "model.features=[4,8]", "data.size=32", "train.steps=1"});
+  ASSERT_EQ(classic.exit_code, 0) << classic.output;
+  std::ofstream(dir / "three-channels.json")
+      << R"({"channel_names": {"0": "a", "1": "b", "2": "c"}, "labels": {"background": 0,)"
+      << R"( "one": 1, "two": 2}, "file_ending": ".nii.gz"})";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+      {{"--checkpoint", dir / "classic", "--out", dir / "x"},
+       "--format nnunet: the run trained model.kind classic"},
+      {{"--checkpoint", dir / "run", "--out", dir / "y", "--dataset-json",
+        dir / "three-channels.json"},
+       "names 3 channels and 3 labels, but the model takes 2 channels"},
+      {{"--checkpoint", dir / "run", "--out", dir / "model"}, "exists and is not empty"},
+  };
+  for (const auto& [args, says] : refused) {
+    std::vector<std::string> a{"export", "--format", "nnunet"};
+    a.insert(a.end(), args.begin(), args.end());
+    const CommandResult r = Up(a);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+    EXPECT_EQ(ErrorLines(r.output).size(), 1u) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "x"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "y"));
+}
+
+}  // namespace
+}  // namespace up::test

@@ -4,7 +4,9 @@
 #include "common/data/nifti_dataset.h"
 
 #include <gtest/gtest.h>
+
 #include <stdlib.h>
+#include <cmath>
 
 #include <filesystem>
 #include <fstream>
@@ -87,11 +89,43 @@ TEST_F(NiftiData, ReadsCasesWithMappedLabelsAndNormalisedChannels) {
   for (int c = 0; c < 4; ++c) {
     const torch::Tensor brain = s.image[c].narrow(2, 1, 7);  // x >= 1: the "brain"
     EXPECT_NEAR(brain.mean().item<double>(), 0.0, 1e-4) << "channel " << c;
-    EXPECT_NEAR(brain.std().item<double>(), 1.0, 1e-3) << "channel " << c;
+    EXPECT_NEAR(brain.std(/*unbiased=*/false).item<double>(), 1.0, 1e-5) << "channel " << c;
     EXPECT_EQ(s.image[c][0][0][0].item<float>(), 0.f);  // outside stays 0
   }
   // Intensity grows with x in every channel, as written.
   EXPECT_LT(s.image[2][3][3][2].item<float>(), s.image[2][3][3][5].item<float>());
+}
+
+// nnU-Net's mask and z-score: the voxels non-zero in any channel, holes
+// they enclose filled, background that reaches the border left out; each
+// channel over the whole mask (its own zeros inside it included), by the
+// population standard deviation.
+TEST(ZScoreNonzero, OverTheFilledUnionOfTheChannelsAsNnunet) {
+  torch::Tensor image = torch::zeros({2, 5, 6, 6});                   // (C, D, H, W)
+  image[0].narrow(0, 1, 3).narrow(1, 1, 4).narrow(2, 1, 4).fill_(5);  // a 3x4x4 block
+  image[0][2][2][2] = 0;                                              // a hole inside it
+  image[1][1][1][1] = 7;  // channel 1: one voxel inside the block
+  image[1][4][5][5] = 3;  // and one alone in a corner
+  const torch::Tensor mask = NonzeroMask(image);
+  EXPECT_TRUE(mask[2][2][2].item<bool>()) << "the enclosed hole is filled";
+  EXPECT_TRUE(mask[4][5][5].item<bool>()) << "any channel counts";
+  EXPECT_FALSE(mask[0][0][0].item<bool>());
+  EXPECT_FALSE(mask[4][4][4].item<bool>());
+  EXPECT_EQ(mask.sum().item<int64_t>(), 3 * 4 * 4 + 1);
+  const torch::Tensor z = ZScoreNonzero(image);
+  for (int c = 0; c < 2; ++c) {
+    const torch::Tensor v = z[c].masked_select(mask);
+    EXPECT_NEAR(v.mean().item<double>(), 0.0, 1e-5) << c;
+    EXPECT_NEAR(v.std(/*unbiased=*/false).item<double>(), 1.0, 1e-5) << c;
+    EXPECT_EQ(z[c][0][0][0].item<float>(), 0.f) << "outside the mask stays 0";
+  }
+  // Channel 0 is 5 at 47 of the mask's 49 voxels and 0 at the hole and the
+  // corner: mean 235/49, population variance 25*47/49 - mean^2.
+  const double mean = 235.0 / 49, sd = std::sqrt(25.0 * 47 / 49 - mean * mean);
+  EXPECT_NEAR(z[0][2][2][2].item<float>(), -mean / sd, 1e-4);
+  EXPECT_NEAR(z[0][1][1][1].item<float>(), (5 - mean) / sd, 1e-4);
+  // A case without a non-zero voxel stays as it is.
+  EXPECT_TRUE(torch::equal(ZScoreNonzero(torch::zeros({1, 2, 2, 2})), torch::zeros({1, 2, 2, 2})));
 }
 
 TEST_F(NiftiData, GetsWholeCasesAndTrainsOnPatchesOfDataSize) {

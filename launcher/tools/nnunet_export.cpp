@@ -1,0 +1,172 @@
+// See nnunet_export.h.
+#include "launcher/tools/nnunet_export.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "common/errors.h"
+#include "common/fs_util.h"
+#include "common/json_writer.h"
+#include "common/model/tensor_file.h"
+#include "common/nnunet_plans.h"
+#include "launcher/tools/export_command.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kKeptPlans = "nnunet_plans.json";
+constexpr const char* kKeptSource = "nnunet.json";
+
+// The run folder a checkpoint folder (RUN/checkpoints/step-N or best) is in.
+fs::path RunOf(const TrainedModel& model) {
+  return fs::absolute(fs::path(model.checkpoint_dir))
+      .lexically_normal()
+      .parent_path()
+      .parent_path();
+}
+
+std::string DatasetJson(const NnunetExportOptions& o, const ModelConfig& m) {
+  if (!o.dataset_json.empty()) {
+    const std::string text = ReadFile(o.dataset_json);
+    YAML::Node n;
+    try {
+      n = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw UsageError("--dataset-json " + o.dataset_json + ": not valid JSON: " + e.msg);
+    }
+    const YAML::Node channels = n["channel_names"], labels = n["labels"];
+    if (!channels || !channels.IsMap() || !labels || !labels.IsMap() || !n["file_ending"]) {
+      throw UsageError("--dataset-json " + o.dataset_json +
+                       ": expected nnU-Net's dataset.json (channel_names, labels, file_ending)");
+    }
+    if (static_cast<int>(channels.size()) != m.in_channels ||
+        static_cast<int>(labels.size()) != m.num_classes) {
+      throw UsageError("--dataset-json " + o.dataset_json + " names " +
+                       std::to_string(channels.size()) + " channels and " +
+                       std::to_string(labels.size()) + " labels, but the model takes " +
+                       std::to_string(m.in_channels) + " channels and predicts " +
+                       std::to_string(m.num_classes) +
+                       " classes; give the dataset.json of the "
+                       "data it was trained on");
+    }
+    for (const auto& label : labels) {
+      if (!label.second.IsScalar()) {
+        throw UsageError("--dataset-json " + o.dataset_json + ": label '" +
+                         label.first.as<std::string>() +
+                         "' is a region (a list of labels); region-based training is not built");
+      }
+    }
+    return text;
+  }
+  JsonWriter channels, labels;
+  for (int c = 0; c < m.in_channels; ++c)
+    channels.Field(std::to_string(c), "channel_" + std::to_string(c));
+  labels.Field("background", 0);
+  for (int k = 1; k < m.num_classes; ++k) labels.Field("class_" + std::to_string(k), k);
+  return JsonWriter()
+             .Raw("channel_names", channels.str())
+             .Raw("labels", labels.str())
+             .Field("numTraining", 0)
+             .Field("file_ending", ".nii.gz")
+             .Field("description",
+                    "written by unet-pipeline export: label k is the model's class k")
+             .str() +
+         "\n";
+}
+
+}  // namespace
+
+void KeepNnunetPlans(const std::string& run_dir, const Config& config) {
+  if (config.model.kind != "nnunet" || config.model.plans.empty()) return;
+  WriteFileAtomic((fs::path(run_dir) / kKeptPlans).string(), ReadFile(config.model.plans));
+  WriteFileAtomic((fs::path(run_dir) / kKeptSource).string(),
+                  JsonWriter()
+                          .Field("configuration", config.model.configuration)
+                          .Field("plans", fs::absolute(config.model.plans).string())
+                          .str() +
+                      "\n");
+}
+
+void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& o) {
+  const ModelConfig& m = model.config.model;
+  if (m.kind != "nnunet") {
+    throw UsageError("--format nnunet: the run trained model.kind " + m.kind +
+                     "; nnU-Net's predictor loads its own architectures (model.kind: nnunet)");
+  }
+  const fs::path run = RunOf(model);
+  const std::string plans = o.plans.empty() ? (run / kKeptPlans).string() : o.plans;
+  std::string configuration = o.configuration;
+  if (configuration.empty() && fs::exists(run / kKeptSource)) {
+    configuration =
+        YAML::Load(ReadFile((run / kKeptSource).string()))["configuration"].as<std::string>();
+  }
+  if (!fs::exists(plans) || configuration.empty()) {
+    throw UsageError("--format nnunet: the run " + run.string() +
+                     " did not keep its nnU-Net plans (runs before this version); give --plans "
+                     "FILE and --configuration NAME as it was trained with");
+  }
+  // The plans must build the network this run trained.
+  const NnunetPlan plan = ReadNnunetPlan(plans, configuration);
+  if (NnunetArchitectureText(plan.architecture) != NnunetArchitectureText(m.nnunet)) {
+    throw UsageError("--plans " + plans + " configuration " + configuration +
+                     " builds another network than the run trained; give the plans it was "
+                     "trained with");
+  }
+  std::error_code ec;
+  const fs::path out = fs::absolute(o.out);
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
+    throw UsageError("--out " + o.out + " exists and is not empty; give a new folder");
+  }
+  const std::string dataset = DatasetJson(o, m);
+
+  const fs::path staging = out.string() + ".staging";
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging / "fold_0");
+  struct Cleanup {
+    fs::path path;
+    ~Cleanup() {
+      std::error_code e;
+      fs::remove_all(path, e);
+    }
+  } cleanup{staging};
+  WriteFileAtomic((staging / "plans.json").string(), ReadFile(plans));
+  WriteFileAtomic((staging / "dataset.json").string(), dataset);
+
+  c10::impl::GenericDict weights(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : MergedStateDict(m, *model.encoder, *model.decoder))
+    weights.insert(name, t);
+  c10::impl::GenericDict init_args(c10::StringType::get(), c10::AnyType::get());
+  init_args.insert("configuration", configuration);
+  init_args.insert("fold", static_cast<int64_t>(0));
+  std::vector<c10::IValue> axes;
+  for (int64_t a = 0; a < m.dims; ++a) axes.emplace_back(a);
+  c10::impl::GenericDict made_by(c10::StringType::get(), c10::AnyType::get());
+  made_by.insert("step", model.step);
+  made_by.insert("checkpoint", model.checkpoint_dir);
+  c10::impl::GenericDict checkpoint(c10::StringType::get(), c10::AnyType::get());
+  checkpoint.insert("network_weights", weights);
+  checkpoint.insert("trainer_name", std::string("nnUNetTrainer"));
+  checkpoint.insert("init_args", init_args);
+  checkpoint.insert("inference_allowed_mirroring_axes", c10::ivalue::Tuple::create(axes));
+  checkpoint.insert("current_epoch", model.step);
+  checkpoint.insert("unet_pipeline", made_by);
+  SavePickledValue((staging / "fold_0" / "checkpoint_final.pth").string(), checkpoint);
+
+  fs::remove(out, ec);  // an empty folder given as --out
+  fs::rename(staging, out);
+  std::cout << "wrote " << out.string() << ": nnU-Net's trained-model folder (plans.json, "
+            << "dataset.json" << (o.dataset_json.empty() ? " (generated)" : "")
+            << ", fold_0/checkpoint_final.pth) from " << model.checkpoint_dir << " (step "
+            << model.step << ")\n"
+            << "predict with nnU-Net v2:\n"
+            << "  from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor\n"
+            << "  p = nnUNetPredictor(); p.initialize_from_trained_model_folder(\"" << out.string()
+            << "\", use_folds=(0,))\n"
+            << "  p.predict_from_files(\"IMAGES_FOLDER\", \"OUTPUT_FOLDER\")\n";
+}
+
+}  // namespace up

@@ -1,0 +1,47 @@
+// A run of model.kind nnunet as nnU-Net v2's own trained-model folder
+// (`unet-pipeline export --format nnunet --out DIR`), which nnU-Net's
+// predictor (`nnUNetPredictor.initialize_from_trained_model_folder`,
+// `nnUNetv2_predict -i ... -o ... -d DIR`-style use) loads as it would a
+// model nnU-Net trained:
+//
+//   DIR/plans.json                 the plans the run was built from, verbatim
+//   DIR/dataset.json               the user's (--dataset-json), or one naming
+//                                  model.in_channels channels and
+//                                  model.num_classes labels 0..K-1
+//   DIR/fold_0/checkpoint_final.pth  {network_weights: the state dict of
+//                                  dynamic_network_architectures' network
+//                                  (export's names, aliases included),
+//                                  trainer_name: nnUNetTrainer, init_args:
+//                                  {configuration, fold: 0},
+//                                  inference_allowed_mirroring_axes, ...}
+//
+// The folder is built beside DIR and renamed into place: it is whole or
+// absent. A run keeps what this needs from its start (KeepNnunetPlans): the
+// dump of the config holds the architecture, not the plans' preprocessing.
+#pragma once
+
+#include <string>
+
+#include "common/config.h"
+#include "launcher/tools/trained_model.h"
+
+namespace up {
+
+// At the start of a run of model.kind nnunet: RUN/nnunet_plans.json (the
+// plans file, verbatim) and RUN/nnunet.json (its configuration's name and
+// where it came from). Nothing for other kinds.
+void KeepNnunetPlans(const std::string& run_dir, const Config& config);
+
+struct NnunetExportOptions {
+  std::string out;            // the folder to write; must not exist or be empty
+  std::string plans;          // default: the run's nnunet_plans.json
+  std::string configuration;  // default: the run's nnunet.json
+  std::string dataset_json;   // default: generated
+};
+
+// UsageError (one line naming the file or option) when the plans do not
+// build the run's network, the dataset.json does not fit the model, or OUT
+// holds something. Prints what it wrote.
+void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& options);
+
+}  // namespace up
