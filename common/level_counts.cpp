@@ -20,18 +20,6 @@ int64_t Product(const std::vector<int>& v) {
   return r;
 }
 
-int64_t VoxelsAt(const Config& c, const std::vector<int>& scale) {
-  int64_t v = 1;
-  for (size_t d = 0; d < c.data.size.size(); ++d) v *= c.data.size[d] / scale[d];
-  return v;
-}
-
-int64_t Voxels(const Config& c, int level) {
-  int64_t v = 1;
-  for (int s : c.data.size) v *= s >> level;
-  return v;
-}
-
 // A double convolution in -> out: two bias-free 3^d convs, two norms.
 void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s) {
   const int64_t k = Pow(3, c.model.dims);
@@ -181,12 +169,12 @@ std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
   int64_t in = c.model.in_channels;
   for (int i = 0; i < levels; ++i) {
     const int64_t f = c.model.features[i];
-    AddDoubleConv(c, in, f, Voxels(c, i), &out[static_cast<size_t>(i)]);
+    AddDoubleConv(c, in, f, VoxelsAtLevel(c, i), &out[static_cast<size_t>(i)]);
     // The max-pool feeding level i + 1 runs there; its indices (int64 = 2 floats).
-    out[static_cast<size_t>(i + 1)].activation_elements += 2 * f * Voxels(c, i + 1);
+    out[static_cast<size_t>(i + 1)].activation_elements += 2 * f * VoxelsAtLevel(c, i + 1);
     in = f;
   }
-  AddDoubleConv(c, in, 2 * in, Voxels(c, levels), &out.back());
+  AddDoubleConv(c, in, 2 * in, VoxelsAtLevel(c, levels), &out.back());
   return out;
 }
 
@@ -199,19 +187,31 @@ std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
   for (int i = levels - 1; i >= 0; --i) {
     StageCounts& s = out[static_cast<size_t>(i)];
     const int64_t f = c.model.features[i];
-    s.parameters += in * f * Pow(2, c.model.dims) + f;  // transposed conv + bias
-    AddDoubleConv(c, 2 * f, f, Voxels(c, i), &s);       // its input is the concatenation
+    s.parameters += in * f * Pow(2, c.model.dims) + f;    // transposed conv + bias
+    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s);  // its input is the concatenation
     in = f;
   }
   StageCounts& top = out[0];
   top.parameters += c.model.features[0] * c.model.num_classes + c.model.num_classes;  // 1x1 head
-  top.activation_elements += 2 * c.model.num_classes * Voxels(c, 0);  // logits, softmax
-  top.largest_tensor = std::max(top.largest_tensor, 2 * c.model.features[0] * Voxels(c, 0));
+  top.activation_elements += 2 * c.model.num_classes * VoxelsAtLevel(c, 0);  // logits, softmax
+  top.largest_tensor = std::max(top.largest_tensor, 2 * c.model.features[0] * VoxelsAtLevel(c, 0));
   return out;
 }
 
 StageCounts EncoderCounts(const Config& c) { return Sum(EncoderLevelCounts(c)); }
 StageCounts DecoderCounts(const Config& c) { return Sum(DecoderLevelCounts(c)); }
+
+int64_t VoxelsAt(const Config& c, const std::vector<int>& scale) {
+  int64_t v = 1;
+  for (size_t d = 0; d < c.data.size.size(); ++d) v *= c.data.size[d] / scale[d];
+  return v;
+}
+
+int64_t VoxelsAtLevel(const Config& c, int level) {
+  int64_t v = 1;
+  for (int s : c.data.size) v *= s >> level;
+  return v;
+}
 
 int BytesPerActivation(const Config& c) { return c.train.precision == "fp32" ? 4 : 2; }
 

@@ -44,4 +44,9 @@ int64_t StateBytes(const Config& config, const StageCounts& counts);
 // Bytes per activation element: 4 in fp32, 2 under bf16 or fp16 autocast.
 int BytesPerActivation(const Config& config);
 
+// Voxels of a tensor at per-axis downsampling `scale` of data.size, and at
+// the classic U-Net's level `level` (data.size / 2^level).
+int64_t VoxelsAt(const Config& config, const std::vector<int>& scale);
+int64_t VoxelsAtLevel(const Config& config, int level);
+
 }  // namespace up

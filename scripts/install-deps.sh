@@ -36,6 +36,18 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "install-deps: warning: no CUDA toolkit found (expected /usr/local/cuda); the CUDA build of LibTorch needs its headers to compile" >&2
 fi
 
+# Whether .venv holds every NAME==VERSION given, at exactly that version.
+pinned_installed() {
+  .venv/bin/python - "$@" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    if version(name) != want:
+        sys.exit(1)
+PY
+}
+
 if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
   if [ ! -x .venv/bin/python ]; then
     echo "install-deps: creating .venv"
@@ -50,15 +62,7 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
   # that replaces the pinned torch.
   PY_TEST_PACKAGES=("dynamic-network-architectures==0.4.4" "einops==0.8.2" "numpy==2.4.6"
                     "monai==1.6.1")
-  if ! .venv/bin/python - "${PY_TEST_PACKAGES[@]}" 2>/dev/null <<'PY'
-import sys
-from importlib.metadata import version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    if version(name) != want:
-        sys.exit(1)
-PY
-  then
+  if ! pinned_installed "${PY_TEST_PACKAGES[@]}"; then
     echo "install-deps: installing the parity tests' references: ${PY_TEST_PACKAGES[*]}"
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
   fi
@@ -76,15 +80,7 @@ PY
                          "python-dateutil==4.0.0" "scikit-image==0.26.0" "scikit-learn==1.9.1"
                          "scipy==1.17.1" "seaborn==0.13.2" "simpleitk==2.5.7" "six==1.17.0"
                          "threadpoolctl==3.8.0" "tifffile==2026.3.3" "tqdm==4.70.1")
-  if ! .venv/bin/python - "${PY_PREDICTOR_PACKAGES[@]}" 2>/dev/null <<'PY'
-import sys
-from importlib.metadata import version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    if version(name) != want:
-        sys.exit(1)
-PY
-  then
+  if ! pinned_installed "${PY_PREDICTOR_PACKAGES[@]}"; then
     echo "install-deps: installing nnU-Net's predictor for the export test (nnunetv2 and what it imports)"
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
       "${PY_PREDICTOR_PACKAGES[@]}"

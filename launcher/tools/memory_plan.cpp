@@ -9,21 +9,6 @@
 #include "common/pipeline_layout.h"
 
 namespace up {
-namespace {
-
-int64_t VoxelsAt(const Config& c, const std::vector<int>& scale) {
-  int64_t v = 1;
-  for (size_t d = 0; d < c.data.size.size(); ++d) v *= c.data.size[d] / scale[d];
-  return v;
-}
-
-int64_t Voxels(const Config& c, int level) {
-  int64_t v = 1;
-  for (int s : c.data.size) v *= s >> level;
-  return v;
-}
-
-}  // namespace
 
 std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
@@ -49,7 +34,7 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   // full-resolution level (its 2F-wide concatenation, two F-wide convs).
   PlanRow ckpt{"single-process checkpointing", "backward of the full-resolution level"};
   ckpt.state_bytes = single.state_bytes;
-  ckpt.activation_bytes = 2 * boundary_bytes + 7 * g.skip_channels[0] * Voxels(c, 0) * n * a;
+  ckpt.activation_bytes = 2 * boundary_bytes + 7 * g.skip_channels[0] * VoxelsAtLevel(c, 0) * n * a;
   ckpt.workspace_bytes = single.workspace_bytes;
   ckpt.context_bytes = kContextAllowanceBytes;
   rows.push_back(ckpt);

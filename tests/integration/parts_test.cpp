@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/support/command.h"
+#include "tests/support/training_checks.h"
 
 namespace up::test {
 namespace {
@@ -26,17 +27,6 @@ std::vector<std::string> Sets(const std::vector<std::string>& keys) {
   std::vector<std::string> out;
   for (const std::string& k : keys) out.insert(out.end(), {"--set", k});
   return out;
-}
-
-void ExpectNothingLeft(const std::string& run) {
-  EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
-      << "a stage of " << run << " is still running";
-  const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
-  ASSERT_EQ(id.size(), 32u);
-  for (const auto& e : fs::directory_iterator("/dev/shm")) {
-    EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
-        << "leftover segment " << e.path();
-  }
 }
 
 struct Cut {

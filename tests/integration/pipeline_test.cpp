@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tests/support/command.h"
+#include "tests/support/training_checks.h"
 
 namespace up::test {
 namespace {
@@ -22,21 +23,6 @@ namespace fs = std::filesystem;
 CommandResult Train(std::vector<std::string> args) {
   args.insert(args.begin(), {BinPath("unet-pipeline"), "train"});
   return RunCommand(args);
-}
-
-void ExpectNothingLeft(const std::string& run) {
-  EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
-      << "a stage of " << run << " is still running";
-  const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
-  ASSERT_EQ(id.size(), 32u);
-  for (const auto& e : fs::directory_iterator("/dev/shm")) {
-    EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
-        << "leftover segment " << e.path();
-  }
-  for (const auto& e : fs::directory_iterator("/tmp")) {
-    EXPECT_EQ(e.path().filename().string().find("up-" + id), std::string::npos)
-        << "leftover socket dir " << e.path();
-  }
 }
 
 struct Case {

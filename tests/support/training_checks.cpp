@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "tests/support/command.h"
 
 namespace up::test {
@@ -19,6 +21,21 @@ CommandResult Train(const std::string& config, std::vector<std::string> args,
 }
 
 }  // namespace
+
+void ExpectNothingLeft(const std::string& run) {
+  EXPECT_TRUE(ProcessesMentioning(run + "/config.yaml").empty())
+      << "a stage of " << run << " is still running";
+  const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
+  ASSERT_EQ(id.size(), 32u);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(e.path().filename().string().find(id), std::string::npos)
+        << "leftover segment " << e.path();
+  }
+  for (const auto& e : std::filesystem::directory_iterator("/tmp")) {
+    EXPECT_EQ(e.path().filename().string().find("up-" + id), std::string::npos)
+        << "leftover socket dir " << e.path();
+  }
+}
 
 void ExpectPipelineEqualsSingleProcessAndResumeIsExact(const std::string& config,
                                                        const std::vector<std::string>& set,

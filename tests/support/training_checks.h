@@ -16,4 +16,9 @@ void ExpectPipelineEqualsSingleProcessAndResumeIsExact(const std::string& config
                                                        const std::vector<std::string>& set,
                                                        const std::string& dir);
 
+// Nothing of the run in folder `run` remains: no process mentions its
+// config, and no shared-memory segment or socket folder carries its run id
+// (from its summary.json).
+void ExpectNothingLeft(const std::string& run);
+
 }  // namespace up::test
