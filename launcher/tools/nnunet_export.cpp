@@ -163,8 +163,11 @@ void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& o)
             << ", fold_0/checkpoint_final.pth) from " << model.checkpoint_dir << " (step "
             << model.step << ")\n"
             << "predict with nnU-Net v2:\n"
+            << "  import torch\n"
             << "  from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor\n"
-            << "  p = nnUNetPredictor(); p.initialize_from_trained_model_folder(\"" << out.string()
+            << "  p = nnUNetPredictor(device=torch.device(\"cuda\"))  # or \"cpu\"; "
+            << "use_mirroring=False as predict without --mirror\n"
+            << "  p.initialize_from_trained_model_folder(\"" << out.string()
             << "\", use_folds=(0,))\n"
             << "  p.predict_from_files(\"IMAGES_FOLDER\", \"OUTPUT_FOLDER\")\n";
 }
