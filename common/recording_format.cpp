@@ -22,8 +22,9 @@ std::string Suffix(int64_t step) { return "-s" + std::to_string(step); }
 
 }  // namespace
 
-std::string BoundaryFile(const std::string& direction, int64_t step, int micro_batch) {
-  return (direction == "forward" ? "fwd" : "bwd") + Suffix(step) + "-m" +
+std::string BoundaryFile(const std::string& direction, int64_t step, int micro_batch, int channel) {
+  return (direction == "forward" ? "fwd" : "bwd") +
+         (channel < 0 ? std::string() : "-c" + std::to_string(channel)) + Suffix(step) + "-m" +
          std::to_string(micro_batch) + ".pt";
 }
 std::string WeightsFile(const std::string& stage, int64_t step) {
@@ -47,6 +48,16 @@ const Entry* Index::Find(const std::string& kind, const std::string& who, int64_
   return nullptr;
 }
 
+const Entry* Index::FindBoundary(const std::string& direction, int channel, int64_t step,
+                                 int micro_batch) const {
+  for (const Entry& e : entries) {
+    if (e.kind == "boundary" && e.direction == direction && e.channel == channel &&
+        e.step == step && e.micro_batch == micro_batch)
+      return &e;
+  }
+  return nullptr;
+}
+
 Index ReadIndex(const std::string& dir) {
   const std::string path = (fs::path(dir) / kIndexFile).string();
   if (!fs::exists(path)) {
@@ -60,12 +71,14 @@ Index ReadIndex(const std::string& dir) {
     Index index;
     index.micro_batches = root["micro_batches"].as<int>();
     for (const auto& s : root["steps"]) index.steps.push_back(s.as<int64_t>());
+    for (const auto& s : root["stages"]) index.stages.push_back(s.as<std::string>());
     for (const auto& n : root["entries"]) {
       Entry e;
       e.kind = n["kind"].as<std::string>();
       e.stage = n["stage"].as<std::string>("");
       e.file = n["file"].as<std::string>("");
       e.direction = n["direction"].as<std::string>("");
+      e.channel = n["channel"].as<int>(0);
       e.step = n["step"].as<int64_t>(-1);
       e.micro_batch = n["micro_batch"].as<int>(-1);
       e.value = n["value"].as<double>(0);
@@ -77,10 +90,12 @@ Index ReadIndex(const std::string& dir) {
   }
 }
 
-void WriteIndex(const std::string& dir, const std::string& config_yaml, int micro_batches) {
-  std::string entries;
+void WriteIndex(const std::string& dir, const std::string& config_yaml, int micro_batches,
+                const std::vector<std::string>& stages) {
+  std::string entries, stage_list;
   std::set<int64_t> steps;
-  for (const char* stage : {"encoder", "decoder"}) {
+  for (const std::string& stage : stages) {
+    stage_list += (stage_list.empty() ? "\"" : ",\"") + stage + "\"";
     std::ifstream in(fs::path(dir) / PartIndexFile(stage));
     std::string line;
     while (std::getline(in, line)) {
@@ -98,7 +113,8 @@ void WriteIndex(const std::string& dir, const std::string& config_yaml, int micr
       .Field("config", kConfigFile)
       .Field("config_sha256", Sha256Hex(config_yaml))
       .Field("micro_batches", micro_batches)
-      .Raw("steps", "[" + step_list + "]");
+      .Raw("steps", "[" + step_list + "]")
+      .Raw("stages", "[" + stage_list + "]");
   std::string text = head.str();
   text.pop_back();  // reopen the object to append the entries
   text += ",\"entries\":[" + entries + "\n]}\n";

@@ -172,7 +172,6 @@ int Train(int argc, char** argv) {
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
     CheckData(config);
-    CheckRecordable(config, args.count("record") > 0);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
       throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
@@ -187,7 +186,6 @@ int Train(int argc, char** argv) {
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
     CheckData(config);
-    CheckRecordable(config, args.count("record") > 0);
     run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
                                config));
     KeepNnunetPlans(run->path(), config);  // for `export --format nnunet`

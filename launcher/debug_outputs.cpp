@@ -6,6 +6,7 @@
 #include "common/errors.h"
 #include "common/fs_util.h"
 #include "common/logging.h"
+#include "common/pipeline_layout.h"
 #include "common/recording_format.h"
 #include "common/trace.h"
 
@@ -49,9 +50,12 @@ void BeginRecording(const DebugOutputs& debug, const Config& config) {
 
 void FinishRecording(const DebugOutputs& debug, const Config& config) {
   if (debug.record_dir.empty()) return;
-  recording::WriteIndex(debug.record_dir, DumpConfig(config), config.train.micro_batches);
+  const PipelineLayout layout = ResolveLayout(config);
+  std::vector<std::string> keys;
+  for (const StageSpec& s : layout.stages) keys.push_back(s.Key());
+  recording::WriteIndex(debug.record_dir, DumpConfig(config), config.train.micro_batches, keys);
   LogInfo("recording in " + debug.record_dir + " (replay a stage: encoder_proc --replay " +
-          debug.record_dir + ")");
+          debug.record_dir + (layout.two_stage() ? "" : " --part N") + ")");
 }
 
 TraceSession::TraceSession(const DebugOutputs& debug, std::vector<std::string> stages)

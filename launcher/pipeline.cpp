@@ -98,15 +98,6 @@ void CheckPositions(const PipelineLayout& layout, const std::vector<StageLink>& 
 
 }  // namespace
 
-void CheckRecordable(const Config& config, bool record) {
-  const int stages = config.pipeline.stages();
-  if (record && stages > 2) {
-    throw UsageError("--record: a recording holds a two-stage run for now, and this one has " +
-                     std::to_string(stages) +
-                     " stages; record with pipeline.encoder_parts and pipeline.decoder_parts at 1");
-  }
-}
-
 TrainSummary RunPipeline(const Config& config, RunDir& run,
                          const std::optional<CheckpointRef>& resume, const DebugOutputs& debug,
                          const NodeOptions& nodes) {
@@ -165,7 +156,6 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                      " is the single-process trainer's; the pipeline recomputes with "
                      "pipeline.activations: recompute (or add --single-process)");
   }
-  CheckRecordable(config, !debug.record_dir.empty());
   const std::vector<std::string> stage_files = StageFileNames(config);
   if (resume) CheckStageFiles(resume->dir, stage_files);
   const bool lock_on = ResolveLock(p.lock, placement.lock_key, p.schedule);

@@ -19,10 +19,6 @@ namespace up {
 // `debug`: --record and --trace (debug_outputs.h). `nodes`: this is node 0
 // of `nodes.nnodes` (a stage placed on another node is started there by
 // that node's launcher, node_agent.h).
-// UsageError when `record` (--record) is asked of a run in more than two
-// stages: a recording holds a two-stage run for now.
-void CheckRecordable(const Config& config, bool record);
-
 TrainSummary RunPipeline(const Config& config, RunDir& run,
                          const std::optional<CheckpointRef>& resume, const DebugOutputs& debug = {},
                          const NodeOptions& nodes = {});

@@ -35,13 +35,16 @@ namespace fs = std::filesystem;
 
 std::string Stem(const std::string& file) { return fs::path(file).stem().string(); }
 
-// The other stage's messages, from the recording, in (step, micro-batch) order.
+// What the stage's neighbour sent it on one channel, from the recording, in
+// (step, micro-batch) order.
 class RecordedReceiver : public TensorReceiver {
  public:
-  RecordedReceiver(std::string dir, const recording::Index& index, const std::string& direction)
+  RecordedReceiver(std::string dir, const recording::Index& index, const std::string& direction,
+                   int channel)
       : dir_(std::move(dir)), direction_(direction) {
     for (const auto& e : index.entries)
-      if (e.kind == "boundary" && e.direction == direction) queue_.push_back(e);
+      if (e.kind == "boundary" && e.direction == direction && e.channel == channel)
+        queue_.push_back(e);
     std::sort(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
       return std::tie(a.step, a.micro_batch) < std::tie(b.step, b.micro_batch);
     });
@@ -65,17 +68,22 @@ class RecordedReceiver : public TensorReceiver {
   size_t next_ = 0;
 };
 
-// Compares what the stage sends with what was recorded.
+// Compares what the stage sends on one channel with what was recorded.
 class ComparingSender : public TensorSender {
  public:
-  ComparingSender(std::string dir, const recording::Index& index, DiffReport& report)
-      : dir_(std::move(dir)), index_(index), report_(report) {}
+  ComparingSender(std::string dir, const recording::Index& index, DiffReport& report, int channel,
+                  size_t channels)
+      : dir_(std::move(dir)),
+        index_(index),
+        report_(report),
+        channel_(channel),
+        file_channel_(recording::FileChannel(channel, channels)) {}
   void Send(const MessageMeta& meta, const std::vector<NamedTensor>& tensors, Deadline) override {
     const std::string direction = meta.direction == Direction::kForward ? "forward" : "backward";
     const int64_t step = static_cast<int64_t>(meta.step);
     const int mb = static_cast<int>(meta.micro_batch);
-    const recording::Entry* e = index_.Find("boundary", direction, step, mb);
-    const std::string stem = Stem(recording::BoundaryFile(direction, step, mb));
+    const recording::Entry* e = index_.FindBoundary(direction, channel_, step, mb);
+    const std::string stem = Stem(recording::BoundaryFile(direction, step, mb, file_channel_));
     if (!e) return report_.Missing(stem, "not in the recording");
     const NamedTensors want = LoadTensorFile((fs::path(dir_) / e->file).string());
     for (const NamedTensor& t : tensors) {
@@ -92,6 +100,7 @@ class ComparingSender : public TensorSender {
   std::string dir_;
   const recording::Index& index_;
   DiffReport& report_;
+  int channel_, file_channel_;
 };
 
 // Random tensors shaped like the boundary, for --standalone.
@@ -140,50 +149,68 @@ std::vector<TurnRequest> StepTurns(bool last, int64_t step, int micro_batches,
   return {work, tail};
 }
 
-int Replay(const std::string& dir, const std::string& stage, const WorkerFactory& factory,
-           const Tolerance& tol) {
-  const Config config = LoadConfig((fs::path(dir) / recording::kConfigFile).string(), {});
+// The context of part `part` (1-based) of the encoder or decoder of `config`,
+// with no channels yet; UsageError naming --part when there is no such part.
+StageContext PartContext(const Config& config, const std::string& stage, int part) {
   torch::set_num_threads(config.train.threads);
-  const recording::Index index = recording::ReadIndex(dir);
-  if (index.steps.empty()) throw UsageError("recording '" + dir + "' holds no recorded step");
-  const bool encoder = stage == "encoder";
-  DiffReport report(std::cout, tol, /*verbose=*/true);
-  RecordedReceiver receiver(dir, index, encoder ? "backward" : "forward");
-  ComparingSender sender(dir, index, report);
   StageContext ctx;
   ctx.config = config;
   ctx.layout = ResolveLayout(config);
-  if (!ctx.layout.two_stage()) {
-    throw UsageError("recording '" + dir + "' is of a run in " + std::to_string(ctx.layout.size()) +
-                     " stages; --replay takes two-stage recordings for now");
+  ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", part - 1, "--part");
+  return ctx;
+}
+
+int Replay(const std::string& dir, const std::string& stage, int part, const WorkerFactory& factory,
+           const Tolerance& tol) {
+  const Config config = LoadConfig((fs::path(dir) / recording::kConfigFile).string(), {});
+  const recording::Index index = recording::ReadIndex(dir);
+  if (index.steps.empty()) throw UsageError("recording '" + dir + "' holds no recorded step");
+  StageContext ctx = PartContext(config, stage, part);
+  const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
+  const std::string key = spec.Key();
+  const std::string last_key = ctx.layout.stages.back().Key();
+  const bool last = ctx.stage == ctx.layout.size() - 1;
+  DiffReport report(std::cout, tol, /*verbose=*/true);
+  // Every channel of the stage: what its neighbour sent comes from the
+  // recording (forward into it, gradients back to it); what it sends is compared.
+  std::vector<std::unique_ptr<RecordedReceiver>> receivers;
+  std::vector<std::unique_ptr<ComparingSender>> senders;
+  for (size_t c = 0; c < ctx.layout.channels.size(); ++c) {
+    const StageChannel& ch = ctx.layout.channels[c];
+    if (ch.from != ctx.stage && ch.to != ctx.stage) continue;
+    const int channel = static_cast<int>(c);
+    receivers.push_back(std::make_unique<RecordedReceiver>(
+        dir, index, ch.to == ctx.stage ? "forward" : "backward", channel));
+    senders.push_back(
+        std::make_unique<ComparingSender>(dir, index, report, channel, ctx.layout.channels.size()));
+    ctx.channels.push_back({channel, senders.back().get(), receivers.back().get()});
   }
-  ctx.stage = encoder ? 0 : 1;
-  ctx.channels = {{0, &sender, &receiver}};
   std::unique_ptr<StageWorker> worker = factory(ctx);
-  const recording::Entry* start = index.Find("stage_file", stage, index.steps.front());
-  if (!start) throw UsageError("recording '" + dir + "' has no " + stage + " stage file");
+  const recording::Entry* start = index.Find("stage_file", key, index.steps.front());
+  if (!start) throw UsageError("recording '" + dir + "' has no " + key + " stage file");
   worker->Load((fs::path(dir) / start->file).string());
   worker->on_loss = [&](int64_t step, int mb, double loss) {
     const std::string label = "loss-s" + std::to_string(step) + "-m" + std::to_string(mb);
-    const recording::Entry* e = index.Find("loss", "decoder", step, mb);
+    const recording::Entry* e = index.Find("loss", last_key, step, mb);
     if (!e) return report.Missing(label, "not in the recording");
     report.Compare(label, torch::tensor(loss, torch::kFloat64),
                    torch::tensor(e->value, torch::kFloat64));
   };
-  std::cout << "replaying the " << stage << " stage over steps";
+  std::cout << "replaying the " << spec.Name() << (spec.parts == 1 ? " stage" : "") << " ("
+            << spec.LevelsText() << ") over steps";
   for (int64_t s : index.steps) std::cout << " " << s;
   std::cout << " of " << dir << " (0-based)" << std::endl;
   for (int64_t step : index.steps) {
     std::vector<float> all_norms;
-    if (const recording::Entry* n = index.Find("step_norms", stage, step)) {
+    if (const recording::Entry* n = index.Find("step_norms", key, step)) {
       const torch::Tensor t = LoadTensorFile((fs::path(dir) / n->file).string()).at(0).second;
       all_norms.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());  // (P,)
     }
-    for (const TurnRequest& turn : StepTurns(!encoder, step, index.micro_batches, all_norms))
+    for (const TurnRequest& turn : StepTurns(last, step, index.micro_batches, all_norms))
       worker->RunTurn(turn);
-    const recording::Entry* after = index.Find("weights", stage, step + 1);
+    const recording::Entry* after = index.Find("weights", key, step + 1);
     if (!after) {
-      report.Missing(Stem(recording::WeightsFile(stage, step + 1)), "not in the recording");
+      report.Missing(Stem(recording::WeightsFile(key, step + 1)), "not in the recording");
       continue;
     }
     const NamedTensors want = LoadTensorFile((fs::path(dir) / after->file).string());
@@ -198,19 +225,15 @@ int Replay(const std::string& dir, const std::string& stage, const WorkerFactory
         report.Compare(label, it->second, t);
     }
   }
-  std::cout << stage << " replay: " << report.Summary() << std::endl;
+  std::cout << key << " replay: " << report.Summary() << std::endl;
   return report.failures().empty() ? 0 : 1;
 }
 
 int Standalone(const std::string& config_path, const std::vector<std::string>& overrides,
                int64_t steps, int part, const std::string& stage, const WorkerFactory& factory) {
   const Config config = LoadConfig(config_path, overrides);
-  torch::set_num_threads(config.train.threads);
   const TrainConfig& t = config.train;
-  StageContext ctx;
-  ctx.config = config;
-  ctx.layout = ResolveLayout(config);
-  ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", part - 1, "--part");
+  StageContext ctx = PartContext(config, stage, part);
   const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
   const std::string name = spec.Name();
   // train.memory_budget holds for the stage alone as for the stage in a run
@@ -290,9 +313,8 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
         "config", "config file (--standalone)", cxxopts::value<std::string>())(
         "set", "override a key (--standalone)", cxxopts::value<std::vector<std::string>>())(
         "steps", "steps to time (--standalone)", cxxopts::value<int64_t>()->default_value("5"))(
-        "part", "which part of its half (--standalone; 1-based)",
-        cxxopts::value<int>()->default_value("1"))("v,verbose", "debug logging")(
-        "q,quiet", "warnings and errors only")("h,help", "this help");
+        "part", "which part of its half (1-based)", cxxopts::value<int>()->default_value("1"))(
+        "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
     const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
     if (!parsed) return 0;
     const cxxopts::ParseResult& r = *parsed;
@@ -300,7 +322,7 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
     if (r.count("replay")) {
       const Tolerance tol{r["atol"].as<double>(), r["rtol"].as<double>()};
       if (tol.atol < 0 || tol.rtol < 0) throw UsageError("--atol and --rtol must be >= 0");
-      return Replay(r["replay"].as<std::string>(), stage, factory, tol);
+      return Replay(r["replay"].as<std::string>(), stage, r["part"].as<int>(), factory, tol);
     }
     if (!r.count("config")) throw UsageError("--standalone needs --config FILE");
     const int64_t steps = r["steps"].as<int64_t>();

@@ -1,15 +1,15 @@
 // A stage run alone, without the launcher, the other stage or a device lock,
 // on the CPU: for debugging one half of a split run.
 //
-//   <stage>_proc --replay DIR [--atol A] [--rtol R] [-q]
-//     Loads the stage's weights and optimizer state recorded at the first
-//     recorded step of DIR (`train --record DIR`), then runs every recorded
-//     step with the sequential schedule against fakes of the other stage:
-//     what it would receive comes from the recording (the decoder gets the
-//     recorded forward tensors, the encoder the recorded gradients), and what
-//     it sends is compared with what was recorded. Compared, per tensor: the
-//     boundary tensors it sends (encoder: forward; decoder: gradients), the
-//     loss of each micro-batch (decoder), and every parameter and buffer after
+//   <stage>_proc --replay DIR [--part N] [--atol A] [--rtol R] [-q]
+//     Loads the stage's (with parts: part N's) weights and optimizer state
+//     recorded at the first recorded step of DIR (`train --record DIR`), then
+//     runs every recorded step with the sequential schedule against fakes of
+//     its neighbours: what it would receive on each of its channels comes
+//     from the recording (the forward tensors sent into it, the gradients
+//     sent back to it), and what it sends is compared with what was recorded.
+//     Compared, per tensor: everything it sends on each channel, the loss of
+//     each micro-batch (the last stage), and every parameter and buffer after
 //     each step with the weights recorded at the next step's start. The
 //     recorded peer norms feed clipping. Prints the largest absolute and
 //     relative difference per tensor; exit 1 when any is beyond tolerance

@@ -43,8 +43,8 @@ std::string DirectionName(Direction d) { return d == Direction::kForward ? "forw
 
 }  // namespace
 
-StageRecorder::StageRecorder(std::string dir, std::string stage, int steps)
-    : dir_(std::move(dir)), stage_(std::move(stage)), steps_(steps) {
+StageRecorder::StageRecorder(std::string dir, std::string stage, int steps, size_t channels)
+    : dir_(std::move(dir)), stage_(std::move(stage)), steps_(steps), channels_(channels) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw RuntimeError("cannot create the recording folder '" + dir_ + "': " + ec.message());
@@ -105,12 +105,14 @@ void StageRecorder::Snapshot(StageWorker& worker, int64_t step) {
   Append(w.str());
 }
 
-void StageRecorder::Sent(const MessageMeta& meta, const std::vector<NamedTensor>& tensors) {
+void StageRecorder::Sent(int channel, const MessageMeta& meta,
+                         const std::vector<NamedTensor>& tensors) {
   const int64_t step = static_cast<int64_t>(meta.step);
   if (paused_ || !Recording(step)) return;
   const std::string direction = DirectionName(meta.direction);
   const int mb = static_cast<int>(meta.micro_batch);
-  const std::string file = recording::BoundaryFile(direction, step, mb);
+  const std::string file =
+      recording::BoundaryFile(direction, step, mb, recording::FileChannel(channel, channels_));
   NamedTensors named;
   for (const NamedTensor& t : tensors) named.emplace_back(t.name, t.tensor);
   SaveTensorFile((fs::path(dir_) / file).string(), named);
@@ -118,6 +120,7 @@ void StageRecorder::Sent(const MessageMeta& meta, const std::vector<NamedTensor>
   e.Field("kind", "boundary")
       .Field("stage", stage_)
       .Field("direction", direction)
+      .Field("channel", channel)
       .Field("file", file)
       .Field("step", step)
       .Field("micro_batch", mb)
@@ -151,7 +154,7 @@ void ObservedSender::Send(const MessageMeta& meta, const std::vector<NamedTensor
                    "transfer");
     inner_.Send(meta, tensors, deadline);
   }
-  if (recorder_) recorder_->Sent(meta, tensors);
+  if (recorder_) recorder_->Sent(channel_, meta, tensors);
 }
 
 TensorMessage ObservedReceiver::Receive(Deadline deadline) {
@@ -186,7 +189,9 @@ void ObservedReceiver::Release(const TensorMessage& message) {
 
 void ApplyTestHooks(const std::string& stage, StageWorker& worker) {
   const char* perturb = std::getenv("UP_TEST_PERTURB_DECODER");
-  if (stage != "decoder" || !perturb || std::string(perturb) != "1") return;
+  // The decoder, or its first part.
+  if ((stage != "decoder" && stage != "decoder1") || !perturb || std::string(perturb) != "1")
+    return;
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : NamedState(worker.module())) {
     if (!t.is_floating_point() || name.find("weight") == std::string::npos) continue;

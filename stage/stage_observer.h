@@ -1,9 +1,9 @@
 // What a stage's debugging options observe while the launcher drives it:
 //
 //   StageRecorder (--record DIR --record-steps N): for the first N steps this
-//     process runs, the boundary messages it SENDS (the encoder its forward
-//     tensors, the decoder their gradients; receivers record nothing), the
-//     losses (decoder), the norms its optimizer step was given, and its
+//     process runs, the boundary messages it SENDS on each of its channels
+//     (forward tensors downstream, their gradients upstream; receivers record
+//     nothing), the losses (the last stage), the norms its optimizer step was given, and its
 //     weights at the start of each recorded step and after the last one (as a
 //     torch.load-able `.pt` and as a `.stage` file replay starts from).
 //     Layout: common/recording_format.h. Each stage appends its own index
@@ -28,14 +28,16 @@ namespace up::stage {
 
 class StageRecorder {
  public:
-  StageRecorder(std::string dir, std::string stage, int steps);
+  // `channels`: how many the layout has (more than one: files name theirs).
+  StageRecorder(std::string dir, std::string stage, int steps, size_t channels);
 
   // Weights at the start of the turn's step (once per step) and, for a turn
   // that steps the optimizer, the norms it carries.
   void BeforeTurn(StageWorker& worker, const ipc::TurnRequest& turn);
   // After a turn that stepped the optimizer: the weights at the next step's start.
   void AfterTurn(StageWorker& worker, const ipc::TurnRequest& turn);
-  void Sent(const ipc::MessageMeta& meta, const std::vector<ipc::NamedTensor>& tensors);
+  void Sent(int channel, const ipc::MessageMeta& meta,
+            const std::vector<ipc::NamedTensor>& tensors);
   void Loss(int64_t step, int micro_batch, double loss);
 
  private:
@@ -45,6 +47,7 @@ class StageRecorder {
 
   std::string dir_, stage_;
   int steps_;
+  size_t channels_;
   int64_t first_ = -1;   // the first step this process ran
   bool paused_ = false;  // in a validation turn: nothing of it is recorded
   std::set<int64_t> snapshots_;
@@ -52,14 +55,15 @@ class StageRecorder {
 
 class ObservedSender : public ipc::TensorSender {
  public:
-  ObservedSender(ipc::TensorSender& inner, StageRecorder* recorder)
-      : inner_(inner), recorder_(recorder) {}
+  ObservedSender(ipc::TensorSender& inner, StageRecorder* recorder, int channel)
+      : inner_(inner), recorder_(recorder), channel_(channel) {}
   void Send(const ipc::MessageMeta& meta, const std::vector<ipc::NamedTensor>& tensors,
             ipc::Deadline deadline) override;
 
  private:
   ipc::TensorSender& inner_;
   StageRecorder* recorder_;  // may be null
+  int channel_;              // the layout's index of the channel it sends on
 };
 
 class ObservedReceiver : public ipc::TensorReceiver {

@@ -327,12 +327,14 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     }
     std::unique_ptr<StageRecorder> recorder;
     if (!args.record.empty()) {
-      recorder = std::make_unique<StageRecorder>(args.record, key, args.record_steps);
+      recorder = std::make_unique<StageRecorder>(args.record, key, args.record_steps,
+                                                 ctx.layout.channels.size());
     }
     std::vector<std::unique_ptr<ObservedSender>> observed_senders;
     std::vector<std::unique_ptr<ObservedReceiver>> observed_receivers;
     for (size_t i = 0; i < channel_index.size(); ++i) {
-      observed_senders.push_back(std::make_unique<ObservedSender>(*senders[i], recorder.get()));
+      observed_senders.push_back(
+          std::make_unique<ObservedSender>(*senders[i], recorder.get(), channel_index[i]));
       observed_receivers.push_back(std::make_unique<ObservedReceiver>(*receivers[i]));
       ctx.channels.push_back(
           {channel_index[i], observed_senders.back().get(), observed_receivers.back().get()});

@@ -9,6 +9,7 @@
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "common/command_line.h"
 #include "common/config.h"
@@ -20,6 +21,7 @@
 #include "common/model/tensor_diff.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
+#include "common/pipeline_layout.h"
 #include "common/recording_format.h"
 #include "launcher/child_process.h"
 
@@ -53,41 +55,83 @@ struct Scratch {
   bool keep;
 };
 
-// Compares `state` (a stage's parameters and buffers) with the recorded ones.
+// The keys of the encoder's or the decoder's parts ("encoder", or "encoder1" ..).
+std::vector<std::string> PartKeys(const PipelineLayout& layout, bool encoder) {
+  std::vector<std::string> keys;
+  for (const StageSpec& s : layout.stages)
+    if (s.encoder == encoder) keys.push_back(s.Key());
+  return keys;
+}
+
+// Compares `state` (one half's parameters and buffers) with what the half's
+// parts recorded at `step`: each tensor with the copy of the part that holds it.
 void CompareWeights(DiffReport& report, const std::string& dir, const recording::Index& index,
-                    const std::string& stage, int64_t step, const NamedTensors& state) {
-  const std::string stem = fs::path(recording::WeightsFile(stage, step)).stem().string();
-  const recording::Entry* e = index.Find("weights", stage, step);
-  if (!e) return report.Missing(stem, "the pipeline did not record it");
-  const NamedTensors want = LoadTensorFile((fs::path(dir) / e->file).string());
+                    const std::vector<std::string>& parts, int64_t step,
+                    const NamedTensors& state) {
+  std::vector<std::pair<std::string, NamedTensors>> recorded;  // (file stem, tensors)
+  for (const std::string& part : parts) {
+    const std::string stem = fs::path(recording::WeightsFile(part, step)).stem().string();
+    const recording::Entry* e = index.Find("weights", part, step);
+    if (!e) {
+      report.Missing(stem, "the pipeline did not record it");
+      continue;
+    }
+    recorded.emplace_back(stem, LoadTensorFile((fs::path(dir) / e->file).string()));
+  }
+  if (recorded.size() != parts.size()) return;
   for (const auto& [name, t] : state) {
-    auto it =
-        std::find_if(want.begin(), want.end(), [&](const auto& w) { return w.first == name; });
-    if (it == want.end())
-      report.Missing(stem + ":" + name, "not in the pipeline's weights");
-    else
+    bool found = false;
+    for (const auto& [stem, want] : recorded) {
+      auto it =
+          std::find_if(want.begin(), want.end(), [&](const auto& w) { return w.first == name; });
+      if (it == want.end()) continue;
       report.Compare(stem + ":" + name, t, it->second);
+      found = true;
+      break;
+    }
+    if (!found)
+      report.Missing(recorded.front().first + ":" + name, "not in the pipeline's weights");
   }
 }
 
-void CompareBoundary(DiffReport& report, const std::string& dir, const recording::Index& index,
-                     const std::string& direction, int64_t step, int mb,
-                     const std::vector<torch::Tensor>& tensors) {
-  const std::string stem = fs::path(recording::BoundaryFile(direction, step, mb)).stem().string();
-  const recording::Entry* e = index.Find("boundary", direction, step, mb);
-  if (!e) return report.Missing(stem, "the pipeline did not record it");
-  const NamedTensors want = LoadTensorFile((fs::path(dir) / e->file).string());
-  if (want.size() != tensors.size())
-    return report.Missing(stem,
-                          "the pipeline recorded " + std::to_string(want.size()) + " tensors");
-  for (size_t i = 0; i < tensors.size(); ++i)
-    report.Compare(stem + ":" + want[i].first, tensors[i], want[i].second);
+// Compares what channel `c` carried in `direction` with the reference's
+// tensors of the same wire names; names the reference does not tap (inside a
+// half) are skipped. Returns how many tensors it compared.
+int CompareChannel(DiffReport& report, const std::string& dir, const recording::Index& index,
+                   const PipelineLayout& layout, int c, const std::string& direction, int64_t step,
+                   int mb, const std::map<std::string, torch::Tensor>& reference) {
+  const int file_channel = recording::FileChannel(c, layout.channels.size());
+  const std::string stem =
+      fs::path(recording::BoundaryFile(direction, step, mb, file_channel)).stem().string();
+  const recording::Entry* e = index.FindBoundary(direction, c, step, mb);
+  if (!e) {
+    report.Missing(stem, "the pipeline did not record it");
+    return 0;
+  }
+  int compared = 0;
+  for (const auto& [name, t] : LoadTensorFile((fs::path(dir) / e->file).string())) {
+    auto it = reference.find(name);
+    if (it == reference.end()) continue;
+    report.Compare(stem + ":" + name, it->second, t);
+    ++compared;
+  }
+  return compared;
 }
 
 // The reference: single-process training (as RunSingleProcess does it), with
-// views tapping the boundary so the decoder's share of its gradients shows.
+// views tapping the boundary between the halves so the decoder's share of its
+// gradients shows. Compared at each step: every part's weights, each
+// micro-batch's loss, every skip and the bottleneck on each channel that
+// carries them, and the gradients the decoder's parts send back to the
+// encoder's. What flows between two parts of one half (a decoder level's
+// output, a head's logits, an encoder level's gradient) has no tap in one
+// process; the weights it leads to are compared.
 void CompareWithReference(const Config& config, const std::string& dir, DiffReport& report) {
   const recording::Index index = recording::ReadIndex(dir);
+  const PipelineLayout layout = ResolveLayout(config);
+  const std::vector<std::string> encoder_keys = PartKeys(layout, true);
+  const std::vector<std::string> decoder_keys = PartKeys(layout, false);
+  const std::string loss_key = layout.stages.back().Key();
   const TrainConfig& t = config.train;
   UNet model(config.model, t.seed, t.deep_supervision);
   const LossSpec loss_spec = MakeLossSpec(config);
@@ -97,8 +141,8 @@ void CompareWithReference(const Config& config, const std::string& dir, DiffRepo
   auto data = MakeDataset(config);
   for (int64_t step = 0; step < t.steps; ++step) {
     const int failures_before = static_cast<int>(report.failures().size());
-    CompareWeights(report, dir, index, "encoder", step, NamedState(*model->encoder));
-    CompareWeights(report, dir, index, "decoder", step, NamedState(*model->decoder));
+    CompareWeights(report, dir, index, encoder_keys, step, NamedState(*model->encoder));
+    CompareWeights(report, dir, index, decoder_keys, step, NamedState(*model->decoder));
     enc_opt.BeginStep(step);
     dec_opt.BeginStep(step);
     for (int mb = 0; mb < t.micro_batches; ++mb) {
@@ -107,23 +151,36 @@ void CompareWithReference(const Config& config, const std::string& dir, DiffRepo
       Boundary tapped;  // views: their grads are the decoder's share (what it sends back)
       tapped.bottleneck = b.bottleneck.view_as(b.bottleneck);
       for (const auto& s : b.skips) tapped.skips.push_back(s.view_as(s));
-      std::vector<torch::Tensor> taps{tapped.bottleneck};
-      taps.insert(taps.end(), tapped.skips.begin(), tapped.skips.end());
-      for (auto& tap : taps) tap.retain_grad();
-      CompareBoundary(report, dir, index, "forward", step, mb, taps);
+      std::map<std::string, torch::Tensor> values{{"bottleneck", tapped.bottleneck}};
+      for (size_t i = 0; i < tapped.skips.size(); ++i)
+        values["skip" + std::to_string(i)] = tapped.skips[i];
+      for (auto& [name, tap] : values) tap.retain_grad();
+      for (size_t c = 0; c < layout.channels.size(); ++c)
+        CompareChannel(report, dir, index, layout, static_cast<int>(c), "forward", step, mb,
+                       values);
       std::vector<torch::Tensor> outputs = model->decoder->forward(tapped);  // [0]: (n, K, *S)
       torch::Tensor loss = SegmentationLoss(outputs, batch.masks, loss_spec) / t.micro_batches;
       loss.backward();
       const std::string loss_label = "loss-s" + std::to_string(step) + "-m" + std::to_string(mb);
-      if (const recording::Entry* e = index.Find("loss", "decoder", step, mb)) {
+      if (const recording::Entry* e = index.Find("loss", loss_key, step, mb)) {
         report.Compare(loss_label, torch::tensor(loss.item<double>(), torch::kFloat64),
                        torch::tensor(e->value, torch::kFloat64));
       } else {
         report.Missing(loss_label, "the pipeline did not record it");
       }
-      std::vector<torch::Tensor> grads;
-      for (const auto& tap : taps) grads.push_back(tap.grad());
-      CompareBoundary(report, dir, index, "backward", step, mb, grads);
+      std::map<std::string, torch::Tensor> grads;
+      for (const auto& [name, tap] : values) grads[name] = tap.grad();
+      // A channel from an encoder part to a decoder part carries the
+      // decoder's share of a skip's gradient, which the taps hold; between
+      // encoder parts it carries the deeper levels' share, which they do not.
+      for (size_t c = 0; c < layout.channels.size(); ++c) {
+        const StageChannel& ch = layout.channels[c];
+        if (!layout.stages[static_cast<size_t>(ch.from)].encoder ||
+            layout.stages[static_cast<size_t>(ch.to)].encoder)
+          continue;
+        CompareChannel(report, dir, index, layout, static_cast<int>(c), "backward", step, mb,
+                       grads);
+      }
     }
     torch::Tensor norms = torch::cat({enc_opt.GradNorms(), dec_opt.GradNorms()});  // (P,)
     enc_opt.Step(norms);
@@ -133,8 +190,8 @@ void CompareWithReference(const Config& config, const std::string& dir, DiffRepo
                 bad ? (std::to_string(bad) + " tensors differ").c_str()
                     : "weights, boundary, loss and gradients match");
   }
-  CompareWeights(report, dir, index, "encoder", t.steps, NamedState(*model->encoder));
-  CompareWeights(report, dir, index, "decoder", t.steps, NamedState(*model->decoder));
+  CompareWeights(report, dir, index, encoder_keys, t.steps, NamedState(*model->encoder));
+  CompareWeights(report, dir, index, decoder_keys, t.steps, NamedState(*model->decoder));
 }
 
 }  // namespace

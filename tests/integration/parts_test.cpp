@@ -195,15 +195,6 @@ TEST(Parts, BadCutsAreOneLineBeforeAnythingStarts) {
     EXPECT_EQ(ErrorLines(r.output).size(), 1u) << r.output;
     EXPECT_FALSE(fs::exists(dir / "run")) << r.output;
   }
-  // A recording holds two stages for now: refused before the run folder exists.
-  const CommandResult r = Train({"--config", config, "--out", dir / "run", "--record", dir / "rec",
-                                 "--set", "pipeline.encoder_parts=2"});
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--record: a recording holds a two-stage run for now, and this one "
-                          "has 3 stages"),
-            std::string::npos)
-      << r.output;
-  EXPECT_FALSE(fs::exists(dir / "run")) << r.output;
 }
 
 }  // namespace
