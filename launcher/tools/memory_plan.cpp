@@ -120,17 +120,31 @@ PartsPlan PlanParts(const Config& c) {
 
 std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget, bool shared) {
   const int levels = Geometry(config.model).levels();
-  for (int k = 1; k <= levels; ++k) {
-    Config c = config;
-    c.pipeline.encoder_parts = k;
-    c.pipeline.decoder_parts = k;
-    c.pipeline.encoder_cuts.clear();
-    c.pipeline.decoder_cuts.clear();
-    c.pipeline.placement = "listed";
-    c.pipeline.devices.clear();
-    c.pipeline.nodes.clear();
-    const PartsPlan plan = PlanParts(c);
-    if ((shared ? plan.shared_device_bytes : plan.own_device_bytes) <= budget) return plan;
+  auto peak = [shared](const PartsPlan& p) {
+    return shared ? p.shared_device_bytes : p.own_device_bytes;
+  };
+  // Fewest stages first; among the splits of one count (the encoder holds
+  // levels 0..L, the decoder L-1..0), the lowest peak.
+  for (int stages = 2; stages <= 2 * levels + 1; ++stages) {
+    std::optional<PartsPlan> best;
+    for (int encoder_parts = 1; encoder_parts < stages; ++encoder_parts) {
+      Config c = config;
+      c.pipeline.encoder_parts = encoder_parts;
+      c.pipeline.decoder_parts = stages - encoder_parts;
+      c.pipeline.encoder_cuts.clear();
+      c.pipeline.decoder_cuts.clear();
+      c.pipeline.placement = "listed";
+      c.pipeline.devices.clear();
+      c.pipeline.nodes.clear();
+      PartsPlan plan;
+      try {
+        plan = PlanParts(c);
+      } catch (const UsageError&) {
+        continue;  // more parts than the half has levels
+      }
+      if (peak(plan) <= budget && (!best || peak(plan) < peak(*best))) best = plan;
+    }
+    if (best) return best;
   }
   return std::nullopt;
 }

@@ -80,9 +80,10 @@ struct PartsPlan {
 };
 PartsPlan PlanParts(const Config& config);
 
-// The fewest parts (each half in the same number, balanced cuts, the
-// config's activation policy) whose `shared` (one device in turns) or own-
-// device peak fits `budget_bytes`; nullopt when even one level per part does not.
+// The fewest stages (any split between the halves, the lowest peak among
+// the splits of that count; balanced cuts, the config's activation policy)
+// whose `shared` (one device in turns) or own-device peak fits
+// `budget_bytes`; nullopt when even one level per part does not.
 std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget_bytes,
                                             bool shared);
 

@@ -63,6 +63,29 @@ TEST(MemoryPlan, Brats16gNeedsThePipelineOnA16GiBCard) {
   EXPECT_GE(rows[2].peak_bytes, rows[3].peak_bytes) << "keep holds more than recompute";
 }
 
+// nnU-Net plans are planned by formula (the network's own level counts):
+// its parameter counts are the built modules', and the rows are ordered as
+// for the classic U-Net.
+TEST(MemoryPlan, NnunetPlansByFormula) {
+  for (const char* configuration : {"2d", "3d_fullres"}) {
+    const Config c = LoadConfigFromString(
+        "{}", "test",
+        {"model.kind=nnunet",
+         std::string("model.plans=") + UP_SOURCE_DIR + "/tests/data/nnunet/tiny_plans.json",
+         std::string("model.configuration=") + configuration, "model.in_channels=2",
+         "model.num_classes=3"});
+    UNetEncoder enc = MakeEncoder(c);
+    UNetDecoder dec = MakeDecoder(c);
+    EXPECT_EQ(EncoderCounts(c).parameters, Numel(*enc)) << configuration;
+    EXPECT_EQ(DecoderCounts(c).parameters, Numel(*dec)) << configuration;
+    const auto rows = PlanMemory(c, ParseBytes("16GiB"));
+    ASSERT_EQ(rows.size(), 4u);
+    for (const PlanRow& r : rows) EXPECT_GT(r.activation_bytes, 0) << configuration << r.name;
+    EXPECT_LT(rows[1].peak_bytes, rows[0].peak_bytes) << configuration;
+    EXPECT_LE(rows[3].peak_bytes, rows[2].peak_bytes) << configuration;
+  }
+}
+
 TEST(MemoryPlan, ParseBytes) {
   EXPECT_EQ(ParseBytes("16GiB"), 16LL << 30);
   EXPECT_EQ(ParseBytes("16 GiB"), 16LL << 30);
@@ -104,10 +127,24 @@ TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
   const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
   // A budget between what two and what more parts need: the fewest that fit.
   const PartsPlan two = PlanParts(c);
-  const auto fewest = FewestPartsThatFit(c, two.own_device_bytes - 1, /*shared=*/false);
+  const int64_t budget = two.own_device_bytes - 1;
+  const auto fewest = FewestPartsThatFit(c, budget, /*shared=*/false);
   ASSERT_TRUE(fewest.has_value());
-  EXPECT_GT(fewest->encoder_parts, 1);
-  EXPECT_LT(fewest->own_device_bytes, two.own_device_bytes);
+  const int stages = fewest->encoder_parts + fewest->decoder_parts;
+  EXPECT_GT(stages, 2);
+  EXPECT_LE(fewest->own_device_bytes, budget);
+  // No split into fewer stages fits, and none of as many has a lower peak:
+  // the halves need not be cut alike.
+  for (int e = 1; e <= 5; ++e) {
+    for (int d = 1; d <= 4 && e + d <= stages; ++d) {
+      const PartsPlan p =
+          PlanParts(LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml",
+                               {"pipeline.encoder_parts=" + std::to_string(e),
+                                "pipeline.decoder_parts=" + std::to_string(d)}));
+      if (e + d < stages) EXPECT_GT(p.own_device_bytes, budget) << e << "," << d;
+      if (e + d == stages) EXPECT_GE(p.own_device_bytes, fewest->own_device_bytes) << e << "," << d;
+    }
+  }
   EXPECT_FALSE(FewestPartsThatFit(c, ParseBytes("1GiB"), true).has_value());
 }
 
