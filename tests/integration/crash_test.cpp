@@ -224,6 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct HangCase {
   const char* hook;
   const char* says;
+  bool parts = false;  // a six-stage run (pipeline.encoder_parts/decoder_parts 3)
 };
 class HangAnywhere : public ::testing::TestWithParam<HangCase> {};
 
@@ -231,9 +232,13 @@ TEST_P(HangAnywhere, ReportedAtTheTimeoutWithWhatItWasDoing) {
   const HangCase c = GetParam();
   TempDir dir;
   const std::string run = dir / "run";
-  BackgroundCommand hung(Train(run, "UP_TEST_HANG_AT", c.hook,
-                               {"--config", SourcePath("configs/tiny.yaml"), "--out", run, "--set",
-                                "train.steps=3", "--set", "pipeline.timeout_s=3"}));
+  std::vector<std::string> args{
+      "--config", SourcePath("configs/tiny.yaml"), "--out", run, "--set", "train.steps=3",
+      "--set",    "pipeline.timeout_s=3"};
+  if (c.parts)
+    args.insert(args.end(),
+                {"--set", "pipeline.encoder_parts=3", "--set", "pipeline.decoder_parts=3"});
+  BackgroundCommand hung(Train(run, "UP_TEST_HANG_AT", c.hook, args));
   const int launcher_pid = hung.pid();
   const auto start = std::chrono::steady_clock::now();
   CommandResult r = hung.Wait(60);
@@ -256,11 +261,16 @@ INSTANTIATE_TEST_SUITE_P(
                  "\\(pipeline.timeout_s\\)"},
         HangCase{"encoder:start",
                  "encoder did not connect and say hello within 3 s during start-up before step 1 "
-                 "\\(pipeline.timeout_s\\)"}),
+                 "\\(pipeline.timeout_s\\)"},
+        // A middle part of a six-stage run.
+        HangCase{"decoder2:forward:2",
+                 "decoder2 did not answer within 3 s during decoder2 turn \\[.*\\] "
+                 "of step 2 \\(pipeline.timeout_s\\)",
+                 true}),
     [](const auto& info) {
       std::string name = info.param.hook;
       for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return name;
+      return name + (info.param.parts ? "_of_six" : "");
     });
 
 // While a run is alive its shared memory (the rings and the device total) and

@@ -218,6 +218,32 @@ TEST(MultiNode, ThreeNodesFourStagesEqualSingleProcess) {
   EXPECT_TRUE(ProcessesMentioning(dir.path() + "/k").empty());
 }
 
+// pipeline.placement: mirrored over two machines: the encoder parts' nodes
+// given, each decoder part runs beside the encoder part whose skips it
+// takes, so no skip crosses the network; the bits are single-process's.
+TEST(MultiNode, MirroredPartsKeepEverySkipOnItsNode) {
+  TempDir dir;
+  const std::vector<std::string> mirrored{
+      "--set", "pipeline.encoder_parts=2",    "--set", "pipeline.decoder_parts=2",
+      "--set", "pipeline.placement=mirrored", "--set", "pipeline.nodes=[0, 1]"};
+  const TwoNodes r = RunTwoNodes(dir.path(), mirrored, mirrored);
+  ASSERT_EQ(r.node0.exit_code, 0) << r.node0.output;
+  ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
+  // Stages in pipeline order: encoder1 (node 0), encoder2 (node 1), then
+  // decoder1 beside encoder2 and decoder2 beside encoder1.
+  for (const char* line : {"0 encoder1 ", "1 encoder2 ", "2 decoder1 ", "3 decoder2 "}) {
+    const size_t at = r.node0.output.find(line);
+    ASSERT_NE(at, std::string::npos) << line << "\n" << r.node0.output;
+    const std::string rest =
+        r.node0.output.substr(at, r.node0.output.find_first_of(";\n", at) - at);
+    const bool on_node1 = rest.find("(node 1)") != std::string::npos;
+    EXPECT_EQ(on_node1, line[0] == '1' || line[0] == '2') << rest;
+  }
+  EXPECT_TRUE(fs::exists(dir / "node1/encoder2.log"));
+  EXPECT_TRUE(fs::exists(dir / "node1/decoder1.log"));
+  EXPECT_EQ(RunDigest(dir / "node0"), SingleProcessDigest(dir));
+}
+
 TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {
   TempDir dir;
   const auto start = std::chrono::steady_clock::now();

@@ -65,6 +65,11 @@ TEST_P(PartsEqualSingleProcess, EverySchedule) {
       {"1f1b-recompute",
        4,
        {"pipeline.schedule=1f1b", "pipeline.lock=off", "pipeline.activations=recompute"}},
+      // Each schedule at both micro-batch counts and with both activation policies.
+      {"gpipe-recompute",
+       1,
+       {"pipeline.schedule=gpipe", "pipeline.lock=off", "pipeline.activations=recompute"}},
+      {"1f1b", 1, {"pipeline.schedule=1f1b", "pipeline.lock=off"}},
   };
   std::string reference[5];
   for (int mb : {1, 4}) {

@@ -70,6 +70,10 @@ void StopOnceThenResume(const std::vector<std::string>& mode, int sig) {
 }
 
 TEST(Stop, SigtermCheckpointsThePipelineAndResumeIsExact) { StopOnceThenResume({}, SIGTERM); }
+TEST(Stop, SigtermCheckpointsEveryPartOfSixStagesAndResumeIsExact) {
+  StopOnceThenResume({"--set", "pipeline.encoder_parts=3", "--set", "pipeline.decoder_parts=3"},
+                     SIGTERM);
+}
 TEST(Stop, SigintCheckpointsSingleProcessAndResumeIsExact) {
   StopOnceThenResume({"--single-process"}, SIGINT);
 }
