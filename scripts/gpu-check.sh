@@ -512,6 +512,19 @@ step_build() {
   fi
 }
 
+# Every binary built here lists libstdc++ ahead of LibTorch (2.11's libtorch.so
+# exports a copy of std::filesystem that would take our calls otherwise).
+step_libstdcxx_order() {
+  local log="$LOGS/libstdcxx-order.log"
+  skip_or_limit libstdcxx_order 20 || return 0
+  timed "$log" "$LIMIT" python3 tests/tree/check_needed.py "$BUILD_DIR/bin"
+  if [ "$RC" -eq 0 ]; then
+    record libstdcxx_order 1 "$WALL" "" "" "$log"
+  else
+    record libstdcxx_order 0 "$WALL" "$(failure_reason "$log" ctest "$LIMIT")" "" "$log"
+  fi
+}
+
 step_gpu_tests() {
   local log="$LOGS/gpu-tests.log"
   skip_or_limit gpu_tests 240 || return 0
@@ -540,15 +553,18 @@ step_plan() {
   record plan "$ok" "$((SECONDS - t0))" "$why" "$STATE/plan.json" "$LOGS/plan-fp32.txt"
 }
 
-# step_train NAME PRECISION single|pipeline
+# step_train NAME PRECISION single|pipeline [SET...]: SETs (k=v) come last.
 step_train() {
   local name=$1 prec=$2 kind=$3
+  shift 3
   skip_or_limit "$name" "$LIMIT_TRAIN" || return 0
   local run="$WORK/runs/$name" log="$LOGS/$name.log" args=()
   rm -rf "$run"
   args=(train --config "$TRAIN_CONFIG" --out "$run" --set train.steps=3 --set checkpoint.every=0
         --set "train.precision=$prec" "${TRAIN_SETS[@]}" "${BUDGET_ARGS[@]}")
   if [ "$kind" = single ]; then args+=(--single-process); else args+=(--set pipeline.activations=recompute); fi
+  local set
+  for set in "$@"; do args+=(--set "$set"); done
   timed "$log" "$LIMIT" env "${BUDGET_ENV[@]}" "$BIN" "${args[@]}"
   python3 "$HELPER" train "$run" "$log" >"$STATE/$name.json"
   if [ "$RC" -eq 0 ]; then
@@ -618,6 +634,7 @@ run_check() {
   export LD_LIBRARY_PATH="$PREFIX/usr/lib/$ARCH_TRIPLET:$PREFIX/lib/$ARCH_TRIPLET${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   step_configure
   step_build build "$LIMIT_BUILD" "${targets[@]}"
+  step_libstdcxx_order
   step_gpu_tests
 
   # Training: brats16g on the GPU, tiny on CPU; a 16 GiB budget per process.
@@ -644,6 +661,8 @@ run_check() {
   step_train train_pipeline_fp32 fp32 pipeline
   step_train train_single_bf16 bf16 single
   step_train train_pipeline_bf16 bf16 pipeline
+  # Four stages (each half in two parts) taking turns on the one card.
+  step_train train_pipeline_parts4_bf16 bf16 pipeline pipeline.encoder_parts=2 pipeline.decoder_parts=2
   step_train train_single_fp16 fp16 single
   step_train train_pipeline_fp16 fp16 pipeline
 
@@ -664,7 +683,8 @@ run_check() {
   # budget, with recompute (the tiny test plan on CPU).
   if [ "$device" = cuda ]; then
     TRAIN_CONFIG=configs/nnunet-resenc-l.yaml
-    TRAIN_SETS=(--set train.steps=2)
+    TRAIN_SETS=(--set train.steps=2 --set pipeline.stages.encoder.device=cuda
+                --set pipeline.stages.decoder.device=cuda)
   else
     TRAIN_CONFIG=tests/data/nnunet/empty.yaml
     TRAIN_SETS+=(--set model.kind=nnunet --set model.plans=tests/data/nnunet/tiny_plans.json

@@ -22,8 +22,16 @@ END = "<!-- gpu-check:end -->"
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "BENCHMARKS.md")
 GIB = 2**30
 TRAIN_STEPS = ("train_single_fp32", "train_pipeline_fp32", "train_single_bf16", "train_pipeline_bf16",
-               "train_single_fp16", "train_pipeline_fp16", "train_pipeline_nnunet_bf16",
-               "train_pipeline_torchscript_bf16")
+               "train_pipeline_parts4_bf16", "train_single_fp16", "train_pipeline_fp16",
+               "train_pipeline_nnunet_bf16", "train_pipeline_torchscript_bf16")
+MODEL_NOTES = {"": "", "parts4": " (4 stages in turns)", "nnunet": " (nnU-Net ResEnc L)",
+               "torchscript": " (TorchScript bundle)"}
+
+
+def train_step_name(name):
+    """train_KIND[_MODEL]_PRECISION -> (KIND, MODEL, PRECISION)."""
+    parts = name.split("_")
+    return parts[1], "_".join(parts[2:-1]), parts[-1]
 
 
 def fail(msg):
@@ -147,19 +155,22 @@ def render(doc, source):
         s = by.get(name)
         if not s:
             continue
-        kind, prec = name.split("_")[1:3]
+        kind, model, prec = train_step_name(name)
         f = s.get("figures") or {}
         peaks = f.get("peak_device_bytes") or {}
         per = ", ".join(f"{p} {gib(b)}" for p, b in peaks.items()) or "-"
         total = sum(peaks.values()) if peaks else None
-        row = plan_row(doc, prec, "single-process" if kind == "single" else "pipeline recompute")
+        # The plan was made for the two-stage brats16g config only.
+        row = None if model else plan_row(doc, prec, "single-process" if kind == "single"
+                                          else "pipeline recompute")
         if f.get("out_of_memory"):
             oom = "yes"
         elif s["ok"]:
             oom = "no"
         else:
             oom = "skipped" if s.get("skipped") else "- (failed)"
-        out.append(f"| {'single-process' if kind == 'single' else 'pipeline (recompute)'} | {prec} | {oom} | "
+        label = "single-process" if kind == "single" else "pipeline (recompute)"
+        out.append(f"| {label}{MODEL_NOTES.get(model, ' (' + model + ')')} | {prec} | {oom} | "
                    f"{per} | {gib(total)} | {row['name'] if row else '-'} | "
                    f"{gib(row['peak_bytes']) if row else '-'} | {('yes' if row['fits'] else 'no') if row else '-'} |")
 
@@ -174,8 +185,8 @@ def render(doc, source):
         out[-6:] = out[-6:-4] + ["No training run finished."]
     for name in timed:
         f = by[name]["figures"]
-        kind, prec = name.split("_")[1:3]
-        out.append(f"| {kind} | {prec} | {f.get('steps', '-')} | {f['median_step_s_after_first']:.4f} | "
+        kind, model, prec = train_step_name(name)
+        out.append(f"| {kind}{MODEL_NOTES.get(model, ' (' + model + ')')} | {prec} | {f.get('steps', '-')} | {f['median_step_s_after_first']:.4f} | "
                    f"{num(f.get('wall_s'))} | {num(f.get('samples_per_s'), '{:.1f}')} |")
 
     # Transport.
