@@ -53,6 +53,14 @@ std::vector<Way> Ways(const Config& c) {
        false,
        {recompute, park, "pipeline.encoder_parts=2", "pipeline.decoder_parts=2"},
        false},
+      {"3 stages recompute+park, mb of 1",
+       false,
+       {recompute, park, mb1, "pipeline.encoder_parts=2"},
+       false},
+      {"4 stages recompute+park, mb of 1",
+       false,
+       {recompute, park, mb1, "pipeline.encoder_parts=2", "pipeline.decoder_parts=2"},
+       false},
   };
   if (c.train.micro_batches == c.train.batch_size) {  // already one sample each
     ways.erase(

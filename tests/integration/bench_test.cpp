@@ -188,10 +188,12 @@ TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
     EXPECT_GT(std::stoll(JsonField(one, "probes")), 1) << one;
     params[way] = std::stoll(JsonField(one, "parameters"));
   }
-  ASSERT_EQ(params.size(), 9u) << json;
+  ASSERT_EQ(params.size(), 11u) << json;
   EXPECT_GT(params["pipeline recompute+park, mb of 1"], params["single-process"]) << json;
   // Four stages in turns hold less a turn than two.
   EXPECT_GE(params["4 stages recompute+park"], params["pipeline recompute+park"]) << json;
+  EXPECT_GE(params["4 stages recompute+park, mb of 1"], params["pipeline recompute+park, mb of 1"])
+      << json;
   EXPECT_GE(params["single-process, micro-batches of 1"], params["single-process"]);
 }
 
