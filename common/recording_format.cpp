@@ -41,8 +41,7 @@ std::string PartIndexFile(const std::string& stage) { return stage + ".jsonl"; }
 const Entry* Index::Find(const std::string& kind, const std::string& who, int64_t step,
                          int micro_batch) const {
   for (const Entry& e : entries) {
-    if (e.kind == kind && (e.stage == who || e.direction == who) && e.step == step &&
-        e.micro_batch == micro_batch)
+    if (e.kind == kind && e.stage == who && e.step == step && e.micro_batch == micro_batch)
       return &e;
   }
   return nullptr;
@@ -71,7 +70,6 @@ Index ReadIndex(const std::string& dir) {
     Index index;
     index.micro_batches = root["micro_batches"].as<int>();
     for (const auto& s : root["steps"]) index.steps.push_back(s.as<int64_t>());
-    for (const auto& s : root["stages"]) index.stages.push_back(s.as<std::string>());
     for (const auto& n : root["entries"]) {
       Entry e;
       e.kind = n["kind"].as<std::string>();

@@ -60,9 +60,8 @@ struct Entry {
 struct Index {
   std::vector<int64_t> steps;  // the recorded steps, ascending
   int micro_batches = 0;
-  std::vector<std::string> stages;  // the keys of the stages that wrote it, in pipeline order
   std::vector<Entry> entries;
-  // The entry of this kind/stage-or-direction/step/micro-batch, or nullptr.
+  // The entry of this kind/stage/step/micro-batch, or nullptr.
   const Entry* Find(const std::string& kind, const std::string& who, int64_t step,
                     int micro_batch = -1) const;
   // The boundary message of `direction` on `channel`, or nullptr.

@@ -34,6 +34,11 @@ def train_step_name(name):
     return parts[1], "_".join(parts[2:-1]), parts[-1]
 
 
+def model_note(model):
+    """What a run's name adds to its row: " (4 stages in turns)", or nothing."""
+    return MODEL_NOTES.get(model, f" ({model})")
+
+
 def fail(msg):
     print(f"gpu-report: error: {msg}", file=sys.stderr)
     sys.exit(1)
@@ -170,7 +175,7 @@ def render(doc, source):
         else:
             oom = "skipped" if s.get("skipped") else "- (failed)"
         label = "single-process" if kind == "single" else "pipeline (recompute)"
-        out.append(f"| {label}{MODEL_NOTES.get(model, ' (' + model + ')')} | {prec} | {oom} | "
+        out.append(f"| {label}{model_note(model)} | {prec} | {oom} | "
                    f"{per} | {gib(total)} | {row['name'] if row else '-'} | "
                    f"{gib(row['peak_bytes']) if row else '-'} | {('yes' if row['fits'] else 'no') if row else '-'} |")
 
@@ -186,7 +191,7 @@ def render(doc, source):
     for name in timed:
         f = by[name]["figures"]
         kind, model, prec = train_step_name(name)
-        out.append(f"| {kind}{MODEL_NOTES.get(model, ' (' + model + ')')} | {prec} | {f.get('steps', '-')} | {f['median_step_s_after_first']:.4f} | "
+        out.append(f"| {kind}{model_note(model)} | {prec} | {f.get('steps', '-')} | {f['median_step_s_after_first']:.4f} | "
                    f"{num(f.get('wall_s'))} | {num(f.get('samples_per_s'), '{:.1f}')} |")
 
     # Transport.

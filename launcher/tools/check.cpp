@@ -96,26 +96,19 @@ void CompareWeights(DiffReport& report, const std::string& dir, const recording:
 
 // Compares what channel `c` carried in `direction` with the reference's
 // tensors of the same wire names; names the reference does not tap (inside a
-// half) are skipped. Returns how many tensors it compared.
-int CompareChannel(DiffReport& report, const std::string& dir, const recording::Index& index,
-                   const PipelineLayout& layout, int c, const std::string& direction, int64_t step,
-                   int mb, const std::map<std::string, torch::Tensor>& reference) {
+// half) are skipped.
+void CompareChannel(DiffReport& report, const std::string& dir, const recording::Index& index,
+                    const PipelineLayout& layout, int c, const std::string& direction, int64_t step,
+                    int mb, const std::map<std::string, torch::Tensor>& reference) {
   const int file_channel = recording::FileChannel(c, layout.channels.size());
   const std::string stem =
       fs::path(recording::BoundaryFile(direction, step, mb, file_channel)).stem().string();
   const recording::Entry* e = index.FindBoundary(direction, c, step, mb);
-  if (!e) {
-    report.Missing(stem, "the pipeline did not record it");
-    return 0;
-  }
-  int compared = 0;
+  if (!e) return report.Missing(stem, "the pipeline did not record it");
   for (const auto& [name, t] : LoadTensorFile((fs::path(dir) / e->file).string())) {
     auto it = reference.find(name);
-    if (it == reference.end()) continue;
-    report.Compare(stem + ":" + name, it->second, t);
-    ++compared;
+    if (it != reference.end()) report.Compare(stem + ":" + name, it->second, t);
   }
-  return compared;
 }
 
 // The reference: single-process training (as RunSingleProcess does it), with

@@ -123,11 +123,12 @@ std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget
   auto peak = [shared](const PartsPlan& p) {
     return shared ? p.shared_device_bytes : p.own_device_bytes;
   };
-  // Fewest stages first; among the splits of one count (the encoder holds
-  // levels 0..L, the decoder L-1..0), the lowest peak.
+  // Fewest stages first; among the splits of one count, the lowest peak. The
+  // encoder has L + 1 levels (0..L), the decoder L, each part at least one.
   for (int stages = 2; stages <= 2 * levels + 1; ++stages) {
     std::optional<PartsPlan> best;
-    for (int encoder_parts = 1; encoder_parts < stages; ++encoder_parts) {
+    for (int encoder_parts = std::max(1, stages - levels);
+         encoder_parts <= std::min(stages - 1, levels + 1); ++encoder_parts) {
       Config c = config;
       c.pipeline.encoder_parts = encoder_parts;
       c.pipeline.decoder_parts = stages - encoder_parts;
@@ -136,12 +137,7 @@ std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget
       c.pipeline.placement = "listed";
       c.pipeline.devices.clear();
       c.pipeline.nodes.clear();
-      PartsPlan plan;
-      try {
-        plan = PlanParts(c);
-      } catch (const UsageError&) {
-        continue;  // more parts than the half has levels
-      }
+      const PartsPlan plan = PlanParts(c);
       if (peak(plan) <= budget && (!best || peak(plan) < peak(*best))) best = plan;
     }
     if (best) return best;
