@@ -39,6 +39,8 @@ std::vector<Way> Ways(const Config& c) {
   const std::string ckpt = "train.checkpointing=levels";
   const std::string recompute = "pipeline.activations=recompute";
   const std::string park = "pipeline.park=always";
+  const std::string blocks = "train.checkpointing=blocks";
+  const std::string unit = "pipeline.recompute_unit=block";
   std::vector<Way> ways{
       {"single-process", true, {}, true},
       {"single-process, micro-batches of 1", true, {mb1}, true},
@@ -68,6 +70,18 @@ std::vector<Way> Ways(const Config& c) {
                        [](const Way& w) { return w.name.find("of 1") != std::string::npos; }),
         ways.end());
   }
+  // Finer units and parked kept inputs, at one sample per micro-batch (the
+  // least each way can hold): one process's best against the pipeline's.
+  const std::vector<Way> finer{
+      {"single-process, checkpointing blocks, mb of 1", true, {blocks, mb1}, true},
+      {"single-process, offload, mb of 1", true, {blocks, "train.offload=on", mb1}, true},
+      {"pipeline recompute blocks+park, mb of 1", false, {recompute, unit, park, mb1}, false},
+      {"pipeline offload+park, mb of 1",
+       false,
+       {recompute, unit, "pipeline.offload=on", park, mb1},
+       false},
+  };
+  ways.insert(ways.end(), finer.begin(), finer.end());
   return ways;
 }
 

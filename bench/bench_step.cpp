@@ -265,9 +265,20 @@ StepReport RunStepBench(const StepOptions& o) {
     v.spec.env = {"UP_GLIBC_MALLOC_DEFAULTS=1"};
     pair.push_back(v);  // pair[3], pair[4]: alternated with the rows they are compared to
   }
+  // Checkpointing against offloading what it keeps: one process, and the
+  // pipeline's offload way (recompute by blocks, parked kept inputs) at the
+  // same budget, each against single-process checkpointing.
+  std::vector<Variant> offload{
+      MakeVariant(o, kPair, "single checkpointing", true, {"train.checkpointing=levels"}),
+      MakeVariant(o, kPair, "single offload", true,
+                  {"train.checkpointing=blocks", "train.offload=on"}),
+      MakeVariant(o, kPair, "pipeline offload", false,
+                  {"pipeline.activations=recompute", "pipeline.recompute_unit=block",
+                   "pipeline.offload=on"})};
   TempFolder tmp;
   int runs = 0;
   RunAlternated(o, pair, tmp, &runs);
+  RunAlternated(o, offload, tmp, &runs);
   StepRow python = RunPythonPeer(o, tmp);
   RunAlternated(o, unlocked, tmp, &runs);
   // fp16 on a CPU is emulated (about 30x fp32 on tiny here, 100 s a step on
@@ -305,6 +316,11 @@ StepReport RunStepBench(const StepOptions& o) {
   for (Variant& v : unlocked) {
     SetRatio(v.row, unlocked[0].row);
     report.rows.push_back(v.row);
+  }
+  report.rows.push_back(offload[0].row);
+  for (size_t i = 1; i < offload.size(); ++i) {
+    SetRatio(offload[i].row, offload[0].row);
+    report.rows.push_back(offload[i].row);
   }
   SetRatio(pair[3].row, pair[1].row);  // glibc defaults against the trainers as they run
   SetRatio(pair[4].row, pair[0].row);

@@ -434,6 +434,19 @@ def capacity_section(c, title):
     if said:
         out += ["", f"More stages in turns on the one device: 4 stages train the {what} of 2 "
                     f"times {'; '.join(said)}."]
+    # One sample per micro-batch: the pipeline's best way against one process's
+    # checkpointing and its offload.
+    mb1 = {w: r for w, r in row.items() if w.endswith("mb of 1") or w.endswith("micro-batches of 1")}
+    ckpt = mb1.get("single-process, checkpointing, mb of 1")
+    offload = mb1.get("single-process, offload, mb of 1")
+    pipes1 = [r for w, r in mb1.items() if not w.startswith("single-process")]
+    if ckpt and offload and pipes1 and ckpt["vs_plain"] > 0 and offload["vs_plain"] > 0:
+        best = max(pipes1, key=lambda r: r["vs_plain"])
+        a, b = best["vs_plain"] / ckpt["vs_plain"], best["vs_plain"] / offload["vs_plain"]
+        out += ["", f"One sample per micro-batch: the pipeline's best way ({best['way']}) trains "
+                    f"{a:.2f}x the {what} of single-process checkpointing (target >= 1.3x: "
+                    f"{verdict(a >= 1.3)}) and {b:.2f}x single-process offload's (target >= 1.0x: "
+                    f"{verdict(b >= 1.0)})."]
     out.append("")
     return out
 
@@ -527,17 +540,34 @@ def user_case_measured(uc, plans):
     return out
 
 
-def user_case_limits():
-    out = []
-    out += [
-        "What limits the pipeline here: `pipeline.activations: recompute` recomputes the encoder "
-        "only, so the decoder's turn holds the decoder half's activations at full resolution "
-        "(its 64-channel concatenation at 192x192x96) plus the boundary and its gradients, about "
-        "as much as single-process with per-level checkpointing holds for the whole model. "
-        "Checkpointing inside the decoder stage (or more stages, #16) is what would take the "
-        "pipeline below it.",
-        "",
+def user_case_verdict(uc, plan):
+    """The one-card targets on the real runs: the pipeline's best way against
+    single-process checkpointing and against plan's floor."""
+    if not uc or not plan:
+        return []
+    rows = {r["way"]: r for r in uc["rows"] if "error" not in r and r["precision"] == "fp32"}
+    pipes = [r for w, r in rows.items() if w.startswith("pipeline")]
+    singles = [r for w, r in rows.items() if w.startswith("single-process")]
+    ckpt = rows.get("single-process checkpointing")
+    if not pipes or not ckpt:
+        return []
+    best = min(pipes, key=lambda r: r["peak_device_tensor_bytes"])
+    best_single = min(singles, key=lambda r: r["peak_device_tensor_bytes"])
+    peak = best["peak_device_tensor_bytes"]
+    floor = plan.get("floor_bytes", 0)
+    out = [
+        f"One card, fp32, 2 micro-batches of 1: the pipeline's best way ({best['way']}, "
+        f"{peak / 2**30:.2f} GiB) is {peak / ckpt['peak_device_tensor_bytes']:.2f}x "
+        f"single-process checkpointing's device peak (target <= 0.75x: "
+        f"{verdict(peak <= 0.75 * ckpt['peak_device_tensor_bytes'])}) and "
+        f"{peak / best_single['peak_device_tensor_bytes']:.2f}x the best single-process way's "
+        f"({best_single['way']}, {best_single['peak_device_tensor_bytes'] / 2**30:.2f} GiB)."
     ]
+    if floor:
+        out[-1] += (f" plan's floor, the largest block's forward and backward for one sample, is "
+                    f"{floor / 2**30:.2f} GiB: the best way is {peak / floor:.2f}x it (target "
+                    f"<= 1.1x: {verdict(peak <= 1.1 * floor)}).")
+    out.append("")
     return out
 
 
@@ -611,12 +641,12 @@ def main():
         "fp32": load(folder, "plan-brats16g-mb1"),
         "bf16": load(folder, "plan-brats16g-bf16-mb1"),
     })
-    if load(folder, "plan-brats16g"):
-        lines += user_case_limits()
+    lines += user_case_verdict(load(folder, "user-case"), load(folder, "plan-brats16g-mb1"))
     lines += capacity_sections([
         (load(folder, "capacity-tiny"), "tiny, widths scaled"),
         (load(folder, "capacity-tiny-patch"), "tiny, patch scaled"),
         (load(folder, "capacity-tiny3d"), "tiny3d, widths scaled"),
+        (load(folder, "capacity-tiny3d-patch"), "tiny3d, patch scaled"),
     ])
     # The GPU check's section (scripts/gpu-report.py) is not this script's:
     # carried over as it stands.

@@ -57,5 +57,6 @@ mv "$OUT/user-case.json.tmp" "$OUT/user-case.json"
 run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
 run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch
 run capacity-tiny3d capacity --config configs/tiny3d.yaml --budget 48MiB
+run capacity-tiny3d-patch capacity --config configs/tiny3d.yaml --budget 48MiB --scale patch
 python3 bench/report.py "$OUT" docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md" >&2

@@ -6,6 +6,7 @@ each way of training in turn; each run's peak tensor bytes (summary.json)
 next to what `plan` predicted from its small probes (bench/results/plan-*.json).
 
 usage: user_case.py BIN OUT_JSON [PRECISION...]   (default: fp32)
+UP_USER_CASE_WAYS=name,name,... runs only those ways.
 A run takes minutes on 2 cores; bench/run-all.sh calls this.
 """
 import json
@@ -16,11 +17,20 @@ import sys
 import tempfile
 import time
 
+PARK = ["--set", "pipeline.park=always"]
+RECOMPUTE = ["--set", "pipeline.activations=recompute"] + PARK
+BLOCKS = ["--set", "pipeline.recompute_unit=block"]
 WAYS = [  # keep last: its two processes hold the most of this machine's memory
     ("single-process", ["--single-process"]),
     ("single-process checkpointing", ["--single-process", "--set", "train.checkpointing=levels"]),
-    ("pipeline recompute", ["--set", "pipeline.activations=recompute", "--set", "pipeline.park=always"]),
-    ("pipeline keep", ["--set", "pipeline.activations=keep", "--set", "pipeline.park=always"]),
+    ("single-process checkpointing blocks",
+     ["--single-process", "--set", "train.checkpointing=blocks"]),
+    ("single-process offload",
+     ["--single-process", "--set", "train.checkpointing=blocks", "--set", "train.offload=on"]),
+    ("pipeline recompute", RECOMPUTE),
+    ("pipeline recompute blocks", RECOMPUTE + BLOCKS),
+    ("pipeline offload", RECOMPUTE + BLOCKS + ["--set", "pipeline.offload=on"]),
+    ("pipeline keep", ["--set", "pipeline.activations=keep"] + PARK),
 ]
 COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
           "--set", "train.micro_batches=2", "--set", "train.threads=2",
@@ -36,7 +46,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="up-user-case-")
     try:
         for precision in precisions:
+            only = os.environ.get("UP_USER_CASE_WAYS")
             for way, args in WAYS:
+                if only and way not in only.split(","):
+                    continue
                 run = os.path.join(tmp, f"{precision}-{way.replace(' ', '-')}")
                 cmd = [binary, "train", "-q", "--config", "configs/brats16g.yaml", "--out", run,
                        "--set", f"train.precision={precision}"] + COMMON + args

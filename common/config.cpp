@@ -80,6 +80,7 @@ const std::vector<std::string>& LeafKeys() {
       "train.loss_scale.growth_interval",
       "train.memory_budget",
       "train.checkpointing",
+      "train.offload",
       "train.seed",
       "train.threads",
       "checkpoint.every",
@@ -88,6 +89,8 @@ const std::vector<std::string>& LeafKeys() {
       "validate.overlap",
       "pipeline.transport",
       "pipeline.activations",
+      "pipeline.recompute_unit",
+      "pipeline.offload",
       "pipeline.schedule",
       "pipeline.lock",
       "pipeline.park",
@@ -941,7 +944,8 @@ void ReadTrain(const Reader& r, TrainConfig* t) {
   r.Real("train.loss_scale.init", &t->loss_scale_init, {0.0, true, false});
   r.Int("train.loss_scale.growth_interval", &t->loss_scale_growth_interval, kAtLeast1);
   r.ByteSize("train.memory_budget", &t->memory_budget);
-  r.Enum("train.checkpointing", &t->checkpointing, {"off", "levels"});
+  r.Enum("train.checkpointing", &t->checkpointing, {"off", "levels", "blocks"});
+  r.Enum("train.offload", &t->offload, {"off", "on"});
   r.UInt64("train.seed", &t->seed);
   r.Int("train.threads", &t->threads, {1, 256});
 }
@@ -954,6 +958,8 @@ void ReadCheckpoint(const Reader& r, CheckpointConfig* c) {
 void ReadPipeline(const Reader& r, PipelineConfig* p) {
   r.Enum("pipeline.transport", &p->transport, {"shm", "cuda_ipc", "gloo", "nccl"});
   r.Enum("pipeline.activations", &p->activations, {"keep", "recompute"});
+  r.Enum("pipeline.recompute_unit", &p->recompute_unit, {"level", "block"});
+  r.Enum("pipeline.offload", &p->offload, {"off", "on"});
   r.Enum("pipeline.schedule", &p->schedule, {"sequential", "gpipe", "1f1b"});
   r.Enum("pipeline.lock", &p->lock, {"auto", "on", "off"});
   r.Enum("pipeline.park", &p->park, {"auto", "always", "never"});
@@ -1101,6 +1107,35 @@ void CheckConsistency(const Reader& r, const Config& c) {
              "cannot be on with pipeline.schedule = " + p.schedule +
                  " (overlapped schedules need the lock off or stages on different devices); "
                  "set pipeline.lock to auto or off, or pipeline.schedule to sequential");
+  }
+  // Blocks inside a level: the classic U-Net's conv-norm-ReLU and nnU-Net's
+  // conv blocks and residual blocks; a TorchScript bundle's level is one file.
+  if (m.kind == "torchscript") {
+    if (t.checkpointing == "blocks") {
+      r.FailAt("train.checkpointing", Quote(t.checkpointing),
+               "needs blocks inside the levels, and a torchscript bundle's level is one opaque "
+               "module; use levels");
+    }
+    if (p.recompute_unit == "block") {
+      r.FailAt("pipeline.recompute_unit", Quote(p.recompute_unit),
+               "needs blocks inside the levels, and a torchscript bundle's level is one opaque "
+               "module; use level");
+    }
+  }
+  if (p.recompute_unit != "level" && p.activations != "recompute") {
+    r.FailAt("pipeline.recompute_unit", Quote(p.recompute_unit),
+             "applies only with pipeline.activations = recompute (keep recomputes nothing); set "
+             "pipeline.activations to recompute");
+  }
+  if (t.offload == "on" && t.checkpointing == "off") {
+    r.FailAt("train.offload", Quote(t.offload),
+             "parks what checkpointing keeps (each unit's input), and without it autograd keeps "
+             "every activation itself; set train.checkpointing to levels or blocks");
+  }
+  if (p.offload == "on" && p.activations != "recompute") {
+    r.FailAt("pipeline.offload", Quote(p.offload),
+             "parks what recompute keeps (each unit's input), and with keep autograd holds every "
+             "saved tensor itself; set pipeline.activations to recompute");
   }
   // The parts, cuts and placement lists against the model's levels.
   ResolveLayout(c);
@@ -1259,6 +1294,7 @@ std::string DumpConfig(const Config& c) {
   line(4, "growth_interval", num(t.loss_scale_growth_interval));
   line(2, "memory_budget", t.memory_budget > 0 ? std::to_string(t.memory_budget) : "null");
   line(2, "checkpointing", Quote(t.checkpointing));
+  if (t.offload != "off") line(2, "offload", Quote(t.offload));  // earlier configs hash as before
   line(2, "seed", std::to_string(t.seed));
   line(2, "threads", num(t.threads));
 
@@ -1276,6 +1312,9 @@ std::string DumpConfig(const Config& c) {
   line(0, "pipeline", "");
   line(2, "transport", Quote(p.transport));
   line(2, "activations", Quote(p.activations));
+  // Written only when not the default, so earlier configs hash as before.
+  if (p.recompute_unit != "level") line(2, "recompute_unit", Quote(p.recompute_unit));
+  if (p.offload != "off") line(2, "offload", Quote(p.offload));
   line(2, "schedule", Quote(p.schedule));
   line(2, "lock", Quote(p.lock));
   line(2, "park", Quote(p.park));

@@ -87,9 +87,14 @@ struct TrainConfig {
   double loss_scale_init = 65536.0;       // fp16: the first loss scale, > 0
   int loss_scale_growth_interval = 2000;  // fp16: double the scale after this many finite steps
   int64_t memory_budget = 0;              // bytes each device of the run holds; 0 = its own size
-  std::string checkpointing = "off";      // single-process: off | levels (recompute in backward)
-  uint64_t seed = 0;                      // any
-  int threads = 1;                        // >= 1, torch intra-op threads per process
+  // single-process: off | levels | blocks (each level's, or each block's,
+  // activations recomputed in backward; blocks: model.kind classic or nnunet)
+  std::string checkpointing = "off";
+  // single-process: off | on, with checkpointing: each unit's kept input in
+  // host memory until its backward (activation_offload.h)
+  std::string offload = "off";
+  uint64_t seed = 0;  // any
+  int threads = 1;    // >= 1, torch intra-op threads per process
 };
 
 // The validation pass over data.validation's cases (sliding-window
@@ -110,8 +115,14 @@ struct StagePlacement {
 };
 
 struct PipelineConfig {
-  std::string transport = "shm";        // shm | cuda_ipc | gloo | nccl
-  std::string activations = "keep";     // keep | recompute
+  std::string transport = "shm";     // shm | cuda_ipc | gloo | nccl
+  std::string activations = "keep";  // keep | recompute
+  // recompute: the unit whose input is kept and whose activations are
+  // rebuilt one at a time in backward: level | block (classic, nnunet)
+  std::string recompute_unit = "level";
+  // off | on, with recompute: what a stage keeps of each unit in its B and FB
+  // waits in host memory until that unit's backward (activation_offload.h)
+  std::string offload = "off";
   std::string schedule = "sequential";  // sequential | gpipe | 1f1b
   std::string lock = "auto";            // auto | on | off
   std::string park = "auto";            // auto | always | never

@@ -20,12 +20,38 @@ int64_t Product(const std::vector<int>& v) {
   return r;
 }
 
-// A double convolution in -> out: two bias-free 3^d convs, two norms.
-void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s) {
+// Ends a block that began when the level held `start` activation elements:
+// `input` is what checkpointing the block keeps of it (its input).
+void EndBlock(int64_t start, int64_t input, StageCounts* s) {
+  s->block_checkpoint_elements += input;
+  s->largest_block = std::max(s->largest_block, s->activation_elements - start + input);
+}
+
+// A level's checkpoint (its inputs) and its whole working set; a level that
+// counted no blocks is its own block.
+void EndLevel(int64_t input, StageCounts* s) {
+  s->checkpoint_elements = input;
+  s->largest_level = s->activation_elements + input;
+  if (s->largest_block == 0) {
+    s->largest_block = s->largest_level;
+    s->block_checkpoint_elements = input;
+  }
+}
+
+// A double convolution in -> out: two bias-free 3^d convs, two norms; each
+// conv-norm-ReLU a block. `extra`: what the first block holds besides its
+// conv input (the decoder's upsampled tensor).
+void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s,
+                   int64_t extra = 0) {
   const int64_t k = Pow(3, c.model.dims);
   s->parameters += k * in * out + k * out * out + 4 * out;         // convs + two affine norms
   if (c.model.norm == "batch") s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
-  s->activation_elements += in * voxels + 4 * out * voxels;
+  int64_t start = s->activation_elements;
+  s->activation_elements += in * voxels + 2 * out * voxels;
+  EndBlock(start, extra, s);
+  start = s->activation_elements;
+  s->activation_elements += 2 * out * voxels;
+  EndBlock(start, out * voxels, s);
   s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
 }
 
@@ -48,10 +74,16 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
   std::vector<StageCounts> levels(static_cast<size_t>(a.stages()));
   int64_t in = c.model.in_channels;
   levels[0].activation_elements += in * VoxelsAt(c, StageScale(a, 0));  // the input, kept
+  // What each level takes in: the image, then the level above's output.
+  std::vector<int64_t> level_input(static_cast<size_t>(a.stages()));
+  level_input[0] = in * VoxelsAt(c, StageScale(a, 0));
+  for (int st = 1; st < a.stages(); ++st)
+    level_input[static_cast<size_t>(st)] = a.features[st - 1] * VoxelsAt(c, StageScale(a, st - 1));
   const bool residual = a.network_class == "ResidualEncoderUNet";
-  if (residual) {  // the stem: one conv at full resolution, part of level 0
+  if (residual) {  // the stem: one conv at full resolution, level 0's first block
     AddNnunetConv(c, in, a.features[0], Product(a.kernel_sizes[0]), a.conv_bias,
                   VoxelsAt(c, StageScale(a, 0)), &levels[0]);
+    EndBlock(level_input[0], level_input[0], &levels[0]);
     in = a.features[0];
   }
   for (int st = 0; st < a.stages(); ++st) {
@@ -61,14 +93,21 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
     const int64_t v = VoxelsAt(c, StageScale(a, st));
     for (int b = 0; b < a.blocks[st]; ++b) {
       const int64_t block_in = b == 0 ? in : f;
+      const int64_t start = s.activation_elements;
+      // A block's input: the level's (the stem's output at level 0 of a ResEnc) or the one
+      // before's.
+      const int64_t kept = b > 0 ? f * v : (residual && st == 0 ? f * v : level_input[st]);
       AddNnunetConv(c, block_in, f, k, a.conv_bias, v, &s);
-      if (!residual) continue;
-      AddNnunetConv(c, f, f, k, a.conv_bias, v, &s);  // conv2
-      const bool strided = b == 0 && Product(a.strides[st]) > 1;
-      if (strided) s.activation_elements += block_in * v;                 // the pooled skip
-      if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
-      s.activation_elements += f * v;  // the sum, which the nonlin overwrites
+      if (residual) {
+        AddNnunetConv(c, f, f, k, a.conv_bias, v, &s);  // conv2
+        const bool strided = b == 0 && Product(a.strides[st]) > 1;
+        if (strided) s.activation_elements += block_in * v;                 // the pooled skip
+        if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
+        s.activation_elements += f * v;  // the sum, which the nonlin overwrites
+      }
+      EndBlock(start, kept, &s);
     }
+    EndLevel(level_input[static_cast<size_t>(st)], &s);
     in = f;
   }
   return levels;
@@ -85,9 +124,16 @@ std::vector<StageCounts> NnunetDecoderLevels(const Config& c) {
     const int64_t f = a.features[i];
     const int64_t v = VoxelsAt(c, StageScale(a, i));
     s.parameters += below * f * Product(a.strides[i + 1]) + (a.conv_bias ? f : 0);  // transpconv
+    // Its inputs: the level below's output and skip i.
+    const int64_t input = below * VoxelsAt(c, StageScale(a, i + 1)) + f * v;
     s.activation_elements += 3 * f * v;  // the upsampled tensor and the concatenation
-    for (int b = 0; b < a.decoder_convs[n - 2 - i]; ++b)
+    for (int b = 0; b < a.decoder_convs[n - 2 - i]; ++b) {
+      // The first block is the upsampling, the concatenation and the first conv block.
+      const int64_t start = b == 0 ? 0 : s.activation_elements;
       AddNnunetConv(c, b == 0 ? 2 * f : f, f, Product(a.kernel_sizes[i]), a.conv_bias, v, &s);
+      EndBlock(start, b == 0 ? input : f * v, &s);
+    }
+    EndLevel(input, &s);
     s.parameters += f * c.model.num_classes + c.model.num_classes;        // seg layer (all exist)
     if (i < heads) s.activation_elements += 2 * c.model.num_classes * v;  // logits, softmax
     s.largest_tensor = std::max(s.largest_tensor, 2 * f * v);
@@ -119,6 +165,7 @@ std::vector<StageCounts> BundleEncoderLevels(const Config& c) {
     const int64_t out = b.encoder[i].output[1] * VoxelsAt(c, g.scale[i]);
     s.activation_elements += in + 4 * out;
     s.largest_tensor = std::max({s.largest_tensor, in, out});
+    EndLevel(in, &s);
     in = out;
   }
   return levels;
@@ -135,6 +182,7 @@ std::vector<StageCounts> BundleDecoderLevels(const Config& c) {
     const int64_t out = l.output[1] * VoxelsAt(c, g.scale[static_cast<size_t>(i)]);
     s.activation_elements += 6 * out;
     s.largest_tensor = std::max(s.largest_tensor, 2 * out);
+    EndLevel(2 * out, &s);  // about its inputs: the level below's output and the skip
   }
   for (const BundleLevel& h : b.heads) {
     StageCounts& s = levels[static_cast<size_t>(h.level)];
@@ -159,6 +207,10 @@ void StageCounts::Merge(const StageCounts& o) {
   buffer_elements += o.buffer_elements;
   activation_elements += o.activation_elements;
   largest_tensor = std::max(largest_tensor, o.largest_tensor);
+  checkpoint_elements += o.checkpoint_elements;
+  block_checkpoint_elements += o.block_checkpoint_elements;
+  largest_level = std::max(largest_level, o.largest_level);
+  largest_block = std::max(largest_block, o.largest_block);
 }
 
 std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
@@ -167,14 +219,20 @@ std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
   const int levels = static_cast<int>(c.model.features.size());
   std::vector<StageCounts> out(static_cast<size_t>(levels + 1));
   int64_t in = c.model.in_channels;
+  // Level i's input: the image, or level i - 1's output before the pooling.
+  int64_t input = in * VoxelsAtLevel(c, 0);
   for (int i = 0; i < levels; ++i) {
     const int64_t f = c.model.features[i];
-    AddDoubleConv(c, in, f, VoxelsAtLevel(c, i), &out[static_cast<size_t>(i)]);
+    StageCounts& s = out[static_cast<size_t>(i)];
+    AddDoubleConv(c, in, f, VoxelsAtLevel(c, i), &s, input);
+    EndLevel(input, &s);
     // The max-pool feeding level i + 1 runs there; its indices (int64 = 2 floats).
     out[static_cast<size_t>(i + 1)].activation_elements += 2 * f * VoxelsAtLevel(c, i + 1);
+    input = f * VoxelsAtLevel(c, i);
     in = f;
   }
-  AddDoubleConv(c, in, 2 * in, VoxelsAtLevel(c, levels), &out.back());
+  AddDoubleConv(c, in, 2 * in, VoxelsAtLevel(c, levels), &out.back(), input);
+  EndLevel(input, &out.back());
   return out;
 }
 
@@ -187,8 +245,13 @@ std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
   for (int i = levels - 1; i >= 0; --i) {
     StageCounts& s = out[static_cast<size_t>(i)];
     const int64_t f = c.model.features[i];
-    s.parameters += in * f * Pow(2, c.model.dims) + f;    // transposed conv + bias
-    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s);  // its input is the concatenation
+    s.parameters += in * f * Pow(2, c.model.dims) + f;  // transposed conv + bias
+    // Its inputs, the level below's output and skip i; the first block also
+    // holds the upsampled tensor.
+    const int64_t input = in * VoxelsAtLevel(c, i + 1) + f * VoxelsAtLevel(c, i);
+    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s,
+                  input + f * VoxelsAtLevel(c, i));  // its conv input is the concatenation
+    EndLevel(input, &s);
     in = f;
   }
   StageCounts& top = out[0];
@@ -200,6 +263,18 @@ std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
 
 StageCounts EncoderCounts(const Config& c) { return Sum(EncoderLevelCounts(c)); }
 StageCounts DecoderCounts(const Config& c) { return Sum(DecoderLevelCounts(c)); }
+
+int64_t FloorBytes(const Config& c) {
+  const bool blocks = c.model.kind != "torchscript";
+  int64_t floor = 0;
+  for (const std::vector<StageCounts>& half : {EncoderLevelCounts(c), DecoderLevelCounts(c)}) {
+    for (const StageCounts& l : half) {
+      const int64_t unit = blocks ? l.largest_block : l.largest_level;
+      floor = std::max(floor, unit + 2 * l.largest_tensor);
+    }
+  }
+  return floor * BytesPerActivation(c);
+}
 
 int64_t VoxelsAt(const Config& c, const std::vector<int>& scale) {
   int64_t v = 1;

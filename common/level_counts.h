@@ -23,7 +23,17 @@ struct StageCounts {
   int64_t buffer_elements = 0;
   int64_t activation_elements = 0;  // per sample, kept for the backward
   int64_t largest_tensor = 0;       // per sample, elements
-  // Adds `o`'s counts to these (the largest tensor is the larger of the two).
+  // Checkpointing (level_checkpoint.h), per sample: what it keeps, each
+  // level's inputs (`checkpoint_elements`) or each block's
+  // (`block_checkpoint_elements`), and the one unit it rebuilds at a time,
+  // the largest level's activations (its inputs included) or the largest
+  // block's. A kind without blocks counts each level as its one block.
+  int64_t checkpoint_elements = 0;
+  int64_t block_checkpoint_elements = 0;
+  int64_t largest_level = 0;
+  int64_t largest_block = 0;
+  // Adds `o`'s counts to these (the largest tensor, level and block are the
+  // larger of the two).
   void Merge(const StageCounts& o);
 };
 
@@ -43,6 +53,12 @@ StageCounts DecoderCounts(const Config& config);
 int64_t StateBytes(const Config& config, const StageCounts& counts);
 // Bytes per activation element: 4 in fp32, 2 under bf16 or fp16 autocast.
 int BytesPerActivation(const Config& config);
+
+// The floor of any way that keeps units whole: the largest unit's (block's
+// where the kind has blocks, else level's) forward-and-backward working set
+// for one sample, its activations and a workspace of twice its largest
+// tensor, in bytes.
+int64_t FloorBytes(const Config& config);
 
 // Voxels of a tensor at per-axis downsampling `scale` of data.size, and at
 // the classic U-Net's level `level` (data.size / 2^level).

@@ -19,7 +19,11 @@ DecoderStage::DecoderStage(const stage::StageContext& ctx)
 
 DecoderStage::DecoderStage(const stage::StageContext& ctx, UNetDecoder part)
     : PartStage(ctx, part.ptr(), part->parameter_positions(), part->whole_parameters()),
-      model_(std::move(part)) {}
+      model_(std::move(part)) {
+  model_->set_checkpointing(recompute_unit());
+  model_->set_offload(offload());
+  model_->set_input_mover(input_mover());
+}
 
 PartTensors DecoderStage::Compute(const PartTensors& inputs) {
   return model_->ForwardPart(inputs);  // up{i} and logits{i} by level

@@ -20,7 +20,11 @@ EncoderStage::EncoderStage(const stage::StageContext& ctx)
 EncoderStage::EncoderStage(const stage::StageContext& ctx, UNetEncoder part)
     : PartStage(ctx, part.ptr(), part->parameter_positions(), part->whole_parameters()),
       model_(std::move(part)),
-      input_(ctx.stage == 0 ? "images" : ctx.layout.InputName(ctx.stage)) {}
+      input_(ctx.stage == 0 ? "images" : ctx.layout.InputName(ctx.stage)) {
+  model_->set_checkpointing(recompute_unit());
+  model_->set_offload(offload());
+  model_->set_input_mover(input_mover());
+}
 
 PartTensors EncoderStage::Compute(const PartTensors& inputs) {
   return model_->ForwardPart(inputs.at(input_));  // from (n, C, *S / scale[lo-1])

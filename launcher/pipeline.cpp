@@ -156,6 +156,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                      " is the single-process trainer's; the pipeline recomputes with "
                      "pipeline.activations: recompute (or add --single-process)");
   }
+  if (t.offload != "off") {
+    throw UsageError("train.offload = " + t.offload +
+                     " is the single-process trainer's; the pipeline offloads with "
+                     "pipeline.offload: on (or add --single-process)");
+  }
   const std::vector<std::string> stage_files = StageFileNames(config);
   if (resume) CheckStageFiles(resume->dir, stage_files);
   const bool lock_on = ResolveLock(p.lock, placement.lock_key, p.schedule);

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
+#include "common/model/activation_offload.h"
 #include "common/model/device_memory.h"
 #include "common/model/digest.h"
 #include "common/model/eval_mode.h"
@@ -114,10 +115,17 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   const TrainConfig& t = config.train;
   UNet model(config.model, t.seed, t.deep_supervision);
   const LossSpec loss_spec = MakeLossSpec(config);
-  model->encoder->set_checkpointing(t.checkpointing == "levels");
-  model->decoder->set_checkpointing(t.checkpointing == "levels");
+  model->encoder->set_checkpointing(CheckpointUnitOf(t.checkpointing));
+  model->decoder->set_checkpointing(CheckpointUnitOf(t.checkpointing));
   model->to(device);
   model->train();
+  // train.offload: what checkpointing keeps waits in host memory.
+  std::unique_ptr<ActivationOffload> offload;
+  if (t.offload == "on") {
+    offload = std::make_unique<ActivationOffload>(device);
+    model->encoder->set_offload(offload.get());
+    model->decoder->set_offload(offload.get());
+  }
   StageOptimizer enc_opt(*model->encoder, t);
   StageOptimizer dec_opt(*model->decoder, t);
   auto data = MakeDataset(config);
@@ -163,6 +171,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
         loss = SegmentationLoss(outputs, masks, loss_spec) / t.micro_batches;
       }
       ScaledBackward(loss, dec_opt.loss_scale());  // fp16: both halves hold the same scale
+      if (offload) offload->Clear();
       loss_sum += loss.item<double>();
       dice.Add(outputs[0], masks);
     }

@@ -665,6 +665,11 @@ run_check() {
   step_train train_pipeline_parts4_bf16 bf16 pipeline pipeline.encoder_parts=2 pipeline.decoder_parts=2
   step_train train_single_fp16 fp16 single
   step_train train_pipeline_fp16 fp16 pipeline
+  # The one-card ways that hold only the turn: recompute by blocks with the
+  # kept inputs parked in pinned host memory, against one process doing the
+  # same (checkpointing by blocks, offloaded).
+  step_train train_single_offload_fp32 fp32 single train.checkpointing=blocks train.offload=on
+  step_train train_pipeline_offload_fp32 fp32 pipeline pipeline.recompute_unit=block pipeline.offload=on
 
   if [ "$device" = cuda ]; then
     step_bench bench_transport 90 transport --max-bytes 268435456 --repeats 2 --seconds 0.2
@@ -692,6 +697,7 @@ run_check() {
                  --set model.num_classes=3)
   fi
   step_train train_pipeline_nnunet_bf16 bf16 pipeline
+  step_train train_pipeline_nnunet_offload_bf16 bf16 pipeline pipeline.recompute_unit=block pipeline.offload=on
   # Your own U-Net through TorchScript: scripts/unet_reference.py's U-Net as a
   # bundle that scripts/export_unet.py writes with this machine's torch,
   # trained by the pipeline (the loader, the scripted levels on the device).

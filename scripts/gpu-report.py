@@ -23,9 +23,16 @@ DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "BE
 GIB = 2**30
 TRAIN_STEPS = ("train_single_fp32", "train_pipeline_fp32", "train_single_bf16", "train_pipeline_bf16",
                "train_pipeline_parts4_bf16", "train_single_fp16", "train_pipeline_fp16",
-               "train_pipeline_nnunet_bf16", "train_pipeline_torchscript_bf16")
+               "train_single_offload_fp32", "train_pipeline_offload_fp32",
+               "train_pipeline_nnunet_bf16", "train_pipeline_nnunet_offload_bf16",
+               "train_pipeline_torchscript_bf16")
 MODEL_NOTES = {"": "", "parts4": " (4 stages in turns)", "nnunet": " (nnU-Net ResEnc L)",
-               "torchscript": " (TorchScript bundle)"}
+               "torchscript": " (TorchScript bundle)", "offload": " (blocks, offload)",
+               "nnunet_offload": " (nnU-Net ResEnc L, blocks, offload)"}
+# The brats16g runs and the plan row each is compared with.
+PLAN_ROWS = {("single", ""): "single-process", ("pipeline", ""): "pipeline recompute",
+             ("single", "offload"): "single-process offload",
+             ("pipeline", "offload"): "pipeline offload"}
 
 
 def train_step_name(name):
@@ -166,8 +173,7 @@ def render(doc, source):
         per = ", ".join(f"{p} {gib(b)}" for p, b in peaks.items()) or "-"
         total = sum(peaks.values()) if peaks else None
         # The plan was made for the two-stage brats16g config only.
-        row = None if model else plan_row(doc, prec, "single-process" if kind == "single"
-                                          else "pipeline recompute")
+        row = plan_row(doc, prec, PLAN_ROWS[(kind, model)]) if (kind, model) in PLAN_ROWS else None
         if f.get("out_of_memory"):
             oom = "yes"
         elif s["ok"]:

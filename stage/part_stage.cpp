@@ -22,6 +22,7 @@ PartStage::PartStage(const StageContext& ctx, std::shared_ptr<torch::nn::Module>
     : TrainingStage(ctx.config, ctx.layout, ctx.stage, std::move(module), positions,
                     half_parameters),
       recompute_(ctx.config.pipeline.activations == "recompute"),
+      parking_(ctx.config, device_),
       loss_(MakeLossSpec(ctx.config)) {
   for (const ChannelEnds& ends : ctx.channels) {
     const StageChannel* channel = &layout_.channels.at(static_cast<size_t>(ends.channel));
@@ -43,9 +44,18 @@ PartStage::PartStage(const StageContext& ctx, std::shared_ptr<torch::nn::Module>
   }
 }
 
+void PartStage::ParkReceived(Inputs& inputs) {
+  parking_.Park(&inputs.host, [&] { ReleaseSlots(inputs); });
+}
+
+CheckpointUnit PartStage::recompute_unit() const {
+  return recompute_ ? CheckpointUnitOf(config_.pipeline.recompute_unit) : CheckpointUnit::kNone;
+}
+
 void PartStage::BeginStep() {
   for (auto& [mb, kept] : kept_) Release(kept.inputs);
   kept_.clear();
+  parking_.EndBackward();
 }
 
 void PartStage::RunAction(const ipc::Action& a, int64_t step, ipc::TurnReport* report) {
@@ -114,20 +124,16 @@ PartStage::Inputs PartStage::Receive(int64_t step, int mb) {
 }
 
 PartTensors PartStage::OnDevice(const PartTensors& host, bool leaves) const {
-  PartTensors out;
-  for (const auto& [name, t] : host) {
-    // On the CPU a received tensor is used where it lies, in the ring's slot.
-    torch::Tensor d = device_.is_cpu() ? t : t.to(device_);
-    // Autograd leaves: their gradients are what goes back upstream.
-    if (leaves && name != kImages) d.requires_grad_(true);
-    out[name] = d;
-  }
-  return out;
+  return parking_.Leaves(host, leaves);
+}
+
+void PartStage::ReleaseSlots(Inputs& inputs) {
+  for (auto& [link, message] : inputs.held) link->receiver->Release(message);
+  inputs.held.clear();
 }
 
 void PartStage::Release(Inputs& inputs) {
-  for (auto& [link, message] : inputs.held) link->receiver->Release(message);
-  inputs.held.clear();
+  ReleaseSlots(inputs);
   inputs.host.clear();
 }
 
@@ -161,6 +167,7 @@ void PartStage::Forward(int64_t step, int mb) {
     kept.inputs.host[kImages] = loader_->Get(step, mb).images;  // (n, C, *S) on the host
   } else {
     kept.inputs = Receive(step, mb);
+    ParkReceived(kept.inputs);
   }
   PartTensors out;
   {
@@ -218,6 +225,7 @@ void PartStage::Backward(int64_t step, int mb) {
   TestHookPoint(key(), "backward", step + 1);
   // A skip sent to two stages is here twice: autograd sums both gradients.
   torch::autograd::backward(outputs, grads);
+  parking_.EndBackward();
   for (auto& [link, g] : received) link->receiver->Release(g);
   SendGradients(step, mb, kept.used);
   Release(kept.inputs);
@@ -227,6 +235,7 @@ void PartStage::Backward(int64_t step, int mb) {
 double PartStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
   TraceSpan span(Str("forward+backward m", mb), "compute");
   Inputs in = Receive(step, mb);
+  ParkReceived(in);
   const PartTensors used = OnDevice(in.host, true);
   MicroBatch batch = loader_->Get(step, mb);
   torch::Tensor masks = batch.masks.to(device_);             // (n, *S)
@@ -241,13 +250,14 @@ double PartStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* di
       if (auto o = out.find(logits); o != out.end()) {
         outputs[i] = o->second;
       } else if (auto u = used.find(logits); u != used.end()) {
-        outputs[i] = u->second;
+        outputs[i] = parking_.ToDevice(u->second);
       }
     }
     loss = SegmentationLoss(outputs, masks, loss_) / config_.train.micro_batches;
   }
   TestHookPoint(key(), "forward", step + 1);
   ScaledBackward(loss, optimizer_.loss_scale());  // fp16: the gradients go back scaled
+  parking_.EndBackward();
   TestHookPoint(key(), "backward", step + 1);
   SendGradients(step, mb, used);
   Release(in);
@@ -279,6 +289,7 @@ void PartStage::ValForward(int64_t step, const ipc::Action& a) {
     case_done = batch.last;
   } else {
     in = Receive(step, a.micro_batch);
+    ParkReceived(in);
   }
   PartTensors out;
   {
@@ -300,6 +311,7 @@ void PartStage::ValPredict(int64_t step, const ipc::Action& a, ipc::TurnReport* 
   const ValidationBatch& batch = val.Batch(a.micro_batch);
   TraceSpan span(Str("validation predict v", a.micro_batch), "compute");
   Inputs in = Receive(step, a.micro_batch);
+  ParkReceived(in);
   torch::Tensor logits;  // (n, K, *w)
   {
     EvalMode eval(*module_);

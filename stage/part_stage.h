@@ -9,6 +9,12 @@
 //          forward; each downstream channel gets its tensors. keep: the graph
 //          stays until B(m); recompute: no graph, only the inputs stay (the
 //          first stage's images on the host).
+//          With recompute, B's and FB's forward with a graph keeps only each
+//          level's (pipeline.recompute_unit: block: each block's) input, and
+//          backward rebuilds one unit's activations at a time
+//          (level_checkpoint.h): the part's levels set that up from
+//          recompute_unit(). With pipeline.offload the kept inputs wait in
+//          host memory until their unit's backward (activation_offload.h).
 //   B(m):  every downstream channel's gradients; with recompute the forward
 //          again, BatchNorm's running statistics put back after it; backward
 //          from every tensor sent, each with its gradient (a skip sent to two
@@ -35,6 +41,7 @@
 #include "common/model/loss.h"
 #include "common/model/sliding_window.h"
 #include "common/model/unet.h"
+#include "stage/activation_parking.h"
 #include "stage/training_stage.h"
 
 namespace up::stage {
@@ -47,6 +54,13 @@ class PartStage : public TrainingStage {
   // The part's levels: from its inputs by wire name (the first stage's is
   // "images": (n, C, *S)) to every tensor its levels put out, by wire name.
   virtual PartTensors Compute(const PartTensors& inputs) = 0;
+  // What the levels checkpoint when Compute runs with a graph: nothing with
+  // pipeline.activations keep, else pipeline.recompute_unit's unit.
+  CheckpointUnit recompute_unit() const;
+  // pipeline.offload (activation_parking.h): where the levels park what
+  // they keep, and how their inputs enter the device; off: nullptr, empty.
+  ActivationOffload* offload() const { return parking_.offload(); }
+  InputMover input_mover() const { return parking_.mover(); }
 
  private:
   // One channel of the layout, seen from this stage.
@@ -78,18 +92,23 @@ class PartStage : public TrainingStage {
   // Micro-batch `mb`'s message from every upstream link, checked against the layout.
   Inputs Receive(int64_t step, int mb);
   ipc::TensorMessage ReceiveChecked(Link& link, int64_t step, int mb, ipc::Direction direction);
-  // The inputs on the device; `leaves`: received tensors require gradients.
+  // The inputs as the graph takes them (ActivationParking::Leaves);
+  // `leaves`: received tensors require gradients.
   PartTensors OnDevice(const PartTensors& host, bool leaves) const;
+  // The received inputs parked outside the turn (ActivationParking::Park).
+  void ParkReceived(Inputs& inputs);
   // Each downstream link gets its tensors of `outputs`.
   void SendOutputs(int64_t step, int mb, const PartTensors& outputs);
   // Each upstream link gets the gradients of its tensors among `used`.
   void SendGradients(int64_t step, int mb, const PartTensors& used);
   // The forward again, with a graph, leaving BatchNorm's statistics as they are.
   PartTensors Recompute(const PartTensors& used);
-  void Release(Inputs& inputs);
+  void Release(Inputs& inputs);  // the slots given back, the tensors dropped
+  void ReleaseSlots(Inputs& inputs);
 
   std::vector<Link> upstream_, downstream_;
   bool recompute_;
+  ActivationParking parking_;
   LossSpec loss_;
   std::map<int, Kept> kept_;  // forwarded, waiting for their backward
   // Validation: the first stage's case and its padded image; the last's blend.

@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "common/model/activation_offload.h"
 #include "common/model/precision.h"
 
 namespace up {
@@ -20,6 +21,9 @@ struct LevelCall : torch::CustomClassHolder {
   c10::DeviceType device_type = c10::DeviceType::CPU;
   bool autocast = false;
   at::ScalarType autocast_dtype = at::kFloat;
+  ActivationOffload* offload = nullptr;  // the inputs in host memory, under `parked`
+  int parked = -1;
+  std::vector<bool> input_grad;  // which inputs need a gradient
 };
 
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
@@ -31,7 +35,12 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     // Autograd runs this without grad mode: no graph, nothing kept but the inputs.
     std::vector<torch::Tensor> in(inputs.begin(), inputs.end());
     torch::Tensor out = call->fn(in);
-    ctx->save_for_backward(in);
+    for (const torch::Tensor& t : in) call->input_grad.push_back(t.requires_grad());
+    if (call->offload) {
+      call->parked = call->offload->Park(in);
+    } else {
+      ctx->save_for_backward(in);
+    }
     ctx->saved_data["call"] = c10::IValue::make_capsule(call);
     ctx->saved_data["inputs"] = static_cast<int64_t>(in.size());
     return out;
@@ -39,10 +48,11 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto call = c10::static_intrusive_pointer_cast<LevelCall>(ctx->saved_data["call"].toCapsule());
+    const std::vector<torch::Tensor> kept =
+        call->offload ? call->offload->Fetch(call->parked) : ctx->get_saved_variables();
     std::vector<torch::Tensor> in;
-    for (const torch::Tensor& t : ctx->get_saved_variables()) {
-      in.push_back(t.detach().requires_grad_(t.requires_grad()));
-    }
+    for (size_t i = 0; i < kept.size(); ++i)
+      in.push_back(kept[i].detach().requires_grad_(call->input_grad[i]));
     std::vector<torch::Tensor> params = call->params;
     // The forward already updated the running statistics; the recompute must
     // not. set_data, not copy_: the graph built below saved these buffers.
@@ -81,9 +91,11 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
 }  // namespace
 
 torch::Tensor CheckpointedLevel(const std::vector<torch::nn::Module*>& modules, LevelFn fn,
-                                const std::vector<torch::Tensor>& inputs) {
+                                const std::vector<torch::Tensor>& inputs,
+                                ActivationOffload* offload) {
   if (!torch::GradMode::is_enabled()) return fn(inputs);
   auto call = c10::make_intrusive<LevelCall>();
+  call->offload = offload;
   call->modules = modules;
   call->fn = std::move(fn);
   call->device_type = inputs.front().device().type();

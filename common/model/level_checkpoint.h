@@ -15,12 +15,17 @@
 
 namespace up {
 
+class ActivationOffload;
+
 using LevelFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
 
 // `fn(inputs)` with its activations recomputed in backward. `modules` hold
 // the level's parameters and buffers; they and `fn` must outlive the backward. Without grad
 // mode (or with no input or parameter needing a gradient) it is just fn(inputs).
+// With `offload`, the kept inputs wait in its host memory instead of on the
+// device (activation_offload.h); it must outlive the backward too.
 torch::Tensor CheckpointedLevel(const std::vector<torch::nn::Module*>& modules, LevelFn fn,
-                                const std::vector<torch::Tensor>& inputs);
+                                const std::vector<torch::Tensor>& inputs,
+                                ActivationOffload* offload = nullptr);
 
 }  // namespace up

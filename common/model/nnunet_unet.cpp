@@ -108,6 +108,7 @@ class StackedConvsImpl : public nn::Module {
     for (auto& c : blocks_) x = c->forward(x);
     return x;
   }
+  const std::vector<ConvNormAct>& blocks() const { return blocks_; }
 
  private:
   nn::ModuleList convs_{nullptr};
@@ -183,6 +184,7 @@ class StackedResidualImpl : public nn::Module {
     for (auto& b : blocks_) x = b->forward(x);
     return x;
   }
+  const std::vector<BasicBlock>& blocks() const { return blocks_; }
   void ZeroLastNorms() {
     for (auto& b : blocks_) b->ZeroLastNorm();
   }
@@ -209,10 +211,19 @@ void HeInit(nn::Module& m) {
   }
 }
 
+// One block (a conv block or a residual block) on a level's single input.
+template <typename Block>
+Level BlockOf(Block block) {
+  return {{block.ptr().get()},
+          [block](const std::vector<torch::Tensor>& x) mutable { return block->forward(x[0]); }};
+}
+
+// A stage of blocks as a level, each block also a unit of its own.
 template <typename Stage>
 Level LevelOf(Stage stage) {
-  return {{stage.ptr().get()},
-          [stage](const std::vector<torch::Tensor>& x) mutable { return stage->forward(x[0]); }};
+  Level level = BlockOf(stage);
+  for (const auto& block : stage->blocks()) level.blocks.push_back(BlockOf(block));
+  return level;
 }
 
 }  // namespace
@@ -246,10 +257,13 @@ void BuildNnunetEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
     stages->push_back(stage);
     blocks.push_back(stage);
     if (s == 0) {  // level 0: the stem, then stage 0
-      enc->AddLevel({{stem.ptr().get(), stage.ptr().get()},
-                     [stem, stage](const std::vector<torch::Tensor>& x) mutable {
-                       return stage->forward(stem->forward(x[0]));
-                     }});
+      Level level{{stem.ptr().get(), stage.ptr().get()},
+                  [stem, stage](const std::vector<torch::Tensor>& x) mutable {
+                    return stage->forward(stem->forward(x[0]));
+                  }};
+      for (const auto& block : stem->blocks()) level.blocks.push_back(BlockOf(block));
+      for (const auto& block : stage->blocks()) level.blocks.push_back(BlockOf(block));
+      enc->AddLevel(std::move(level));
     } else {
       enc->AddLevel(LevelOf(stage));
     }
@@ -286,6 +300,15 @@ void BuildNnunetDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
           torch::Tensor upsampled = up.forward(x[0]);               // (N, F[i], S / scale[i])
           return stage->forward(torch::cat({upsampled, x[1]}, 1));  // (N, F[i], S / scale[i])
         }};
+    // Blocks: the upsampling and concatenation with the first conv block, then
+    // each further conv block.
+    const std::vector<ConvNormAct>& convs = stage->blocks();
+    level.blocks.push_back({{up.ptr().get(), convs[0].ptr().get()},
+                            [up, first = convs[0]](const std::vector<torch::Tensor>& x) mutable {
+                              torch::Tensor upsampled = up.forward(x[0]);
+                              return first->forward(torch::cat({upsampled, x[1]}, 1));
+                            }});
+    for (size_t b = 1; b < convs.size(); ++b) level.blocks.push_back(BlockOf(convs[b]));
     Level out{{head.ptr().get()},
               [head](const std::vector<torch::Tensor>& x) mutable { return head.forward(x[0]); }};
     dec->SetLevel(i, std::move(level), std::move(out));

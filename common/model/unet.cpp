@@ -42,16 +42,37 @@ nn::AnyModule MakeNorm(const ModelConfig& c, int channels) {
   return nn::AnyModule(nn::BatchNorm3d(nn::BatchNorm3dOptions(channels)));
 }
 
-// [3x3 conv (no bias), norm, ReLU] x 2.
-nn::Sequential DoubleConv(const ModelConfig& c, int in, int out) {
+// [3x3 conv (no bias), norm, ReLU] x 2, and each conv-norm-ReLU's modules
+// apart for its block (the Sequential holds the same modules).
+struct DoubleConv {
   nn::Sequential seq;
-  seq->push_back("conv1", MakeConv(c.dims, in, out, 3, /*bias=*/false));
-  seq->push_back("norm1", MakeNorm(c, out));
-  seq->push_back("relu1", nn::AnyModule(nn::ReLU(nn::ReLUOptions(/*inplace=*/true))));
-  seq->push_back("conv2", MakeConv(c.dims, out, out, 3, /*bias=*/false));
-  seq->push_back("norm2", MakeNorm(c, out));
-  seq->push_back("relu2", nn::AnyModule(nn::ReLU(nn::ReLUOptions(/*inplace=*/true))));
-  return seq;
+  std::vector<nn::AnyModule> first, second;  // conv, norm, ReLU
+};
+DoubleConv MakeDoubleConv(const ModelConfig& c, int in, int out) {
+  DoubleConv d;
+  d.first = {MakeConv(c.dims, in, out, 3, /*bias=*/false), MakeNorm(c, out),
+             nn::AnyModule(nn::ReLU(nn::ReLUOptions(/*inplace=*/true)))};
+  d.second = {MakeConv(c.dims, out, out, 3, /*bias=*/false), MakeNorm(c, out),
+              nn::AnyModule(nn::ReLU(nn::ReLUOptions(/*inplace=*/true)))};
+  d.seq->push_back("conv1", d.first[0]);
+  d.seq->push_back("norm1", d.first[1]);
+  d.seq->push_back("relu1", d.first[2]);
+  d.seq->push_back("conv2", d.second[0]);
+  d.seq->push_back("norm2", d.second[1]);
+  d.seq->push_back("relu2", d.second[2]);
+  return d;
+}
+
+// A block of modules run in order on `x` (what Sequential::forward does).
+torch::Tensor RunChain(std::vector<nn::AnyModule>& chain, torch::Tensor x) {
+  for (nn::AnyModule& m : chain) x = m.forward(x);
+  return x;
+}
+
+std::vector<torch::nn::Module*> ModulePointers(const std::vector<nn::AnyModule>& chain) {
+  std::vector<torch::nn::Module*> out;
+  for (const nn::AnyModule& m : chain) out.push_back(m.ptr().get());
+  return out;
 }
 
 uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
@@ -70,7 +91,30 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
 // skip) as well.
 torch::Tensor Fork(const torch::Tensor& x) { return x.view_as(x); }
 
+// `level` on `in`, checkpointed as `unit` says. Blocks chain: each block's
+// input is the one before's output, and only that is kept.
+torch::Tensor RunLevel(const Level& level, const std::vector<torch::Tensor>& in,
+                       CheckpointUnit unit, ActivationOffload* offload) {
+  if (unit == CheckpointUnit::kNone) return level.run(in);
+  if (unit == CheckpointUnit::kLevel || level.blocks.empty())
+    return CheckpointedLevel(level.modules, level.run, in, offload);
+  torch::Tensor h;
+  for (size_t b = 0; b < level.blocks.size(); ++b) {
+    const Level& block = level.blocks[b];
+    h = CheckpointedLevel(block.modules, block.run, b == 0 ? in : std::vector<torch::Tensor>{h},
+                          offload);
+  }
+  return h;
+}
+
 }  // namespace
+
+CheckpointUnit CheckpointUnitOf(const std::string& setting) {
+  if (setting == "off") return CheckpointUnit::kNone;
+  if (setting == "levels" || setting == "level") return CheckpointUnit::kLevel;
+  if (setting == "blocks" || setting == "block") return CheckpointUnit::kBlock;
+  throw std::invalid_argument("checkpointing unit '" + setting + "'");
+}
 
 uint64_t EncoderInitSeed(uint64_t seed) { return Mix(seed * 2 + 0) >> 1; }
 uint64_t DecoderInitSeed(uint64_t seed) { return Mix(seed * 2 + 1) >> 1; }
@@ -120,11 +164,23 @@ void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
     return dims == 2 ? torch::max_pool2d(x, 2) : torch::max_pool3d(x, 2);
   };
   auto add = [&](const std::string& name, int out, bool pooled) {
-    nn::Sequential conv = enc->register_module(name, DoubleConv(c, in, out));
-    enc->AddLevel(
-        {{conv.ptr().get()}, [conv, pooled, pool](const std::vector<torch::Tensor>& x) mutable {
-           return conv->forward(pooled ? pool(x[0]) : x[0]);  // (N, F, S / 2^i)
+    DoubleConv dc = MakeDoubleConv(c, in, out);
+    nn::Sequential conv = enc->register_module(name, dc.seq);
+    Level level{{conv.ptr().get()},
+                [conv, pooled, pool](const std::vector<torch::Tensor>& x) mutable {
+                  return conv->forward(pooled ? pool(x[0]) : x[0]);  // (N, F, S / 2^i)
+                }};
+    // Blocks: [pool,] conv1, norm1, ReLU; then conv2, norm2, ReLU.
+    level.blocks.push_back(
+        {ModulePointers(dc.first),
+         [first = dc.first, pooled, pool](const std::vector<torch::Tensor>& x) mutable {
+           return RunChain(first, pooled ? pool(x[0]) : x[0]);
          }});
+    level.blocks.push_back({ModulePointers(dc.second),
+                            [second = dc.second](const std::vector<torch::Tensor>& x) mutable {
+                              return RunChain(second, x[0]);
+                            }});
+    enc->AddLevel(std::move(level));
     in = out;
   };
   for (size_t i = 0; i < c.features.size(); ++i)
@@ -135,25 +191,38 @@ void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
 void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
   const int levels = static_cast<int>(c.features.size());
   int in = 2 * c.features.back();
-  std::vector<std::pair<nn::AnyModule, nn::Sequential>> parts(static_cast<size_t>(levels));
+  std::vector<std::pair<nn::AnyModule, DoubleConv>> parts(static_cast<size_t>(levels));
   for (int i = levels - 1; i >= 0; --i) {
     const std::string idx = std::to_string(i);
     nn::AnyModule up = MakeUpConv(c.dims, in, c.features[i]);
     dec->register_module("up" + idx, up.ptr());
-    nn::Sequential conv =
-        dec->register_module("conv" + idx, DoubleConv(c, 2 * c.features[i], c.features[i]));
-    parts[i] = {up, conv};
+    DoubleConv dc = MakeDoubleConv(c, 2 * c.features[i], c.features[i]);
+    dec->register_module("conv" + idx, dc.seq);
+    parts[i] = {up, dc};
     in = c.features[i];
   }
   nn::AnyModule head = MakeConv(c.dims, c.features[0], c.num_classes, 1, /*bias=*/true);
   dec->register_module("head", head.ptr());
   for (int i = levels - 1; i >= 0; --i) {
-    auto [up, conv] = parts[i];
+    auto [up, dc] = parts[i];
+    nn::Sequential conv = dc.seq;
     Level level{{up.ptr().get(), conv.ptr().get()},
                 [up, conv](const std::vector<torch::Tensor>& x) mutable {
                   torch::Tensor upsampled = up.forward(x[0]);              // (N, F[i], S / 2^i)
                   return conv->forward(torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
                 }};
+    // Blocks: upsampling, concatenation, conv1, norm1, ReLU; then conv2, norm2, ReLU.
+    std::vector<torch::nn::Module*> first = ModulePointers(dc.first);
+    first.insert(first.begin(), up.ptr().get());
+    level.blocks.push_back(
+        {first, [up, chain = dc.first](const std::vector<torch::Tensor>& x) mutable {
+           torch::Tensor upsampled = up.forward(x[0]);                // (N, F[i], S / 2^i)
+           return RunChain(chain, torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
+         }});
+    level.blocks.push_back({ModulePointers(dc.second),
+                            [chain = dc.second](const std::vector<torch::Tensor>& x) mutable {
+                              return RunChain(chain, x[0]);
+                            }});
     Level out;
     if (i == 0)
       out = {{head.ptr().get()},
@@ -181,7 +250,7 @@ Boundary UNetEncoderImpl::forward(const torch::Tensor& x) {
   for (size_t i = 0; i < levels_.size(); ++i) {
     const Level& level = levels_[i];
     const torch::Tensor in = Fork(h);
-    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, {in}) : level.run({in});
+    h = RunLevel(level, {in}, checkpointing_, offload_);
     if (i + 1 < levels_.size()) out.skips.push_back(h);  // (N, F[i], S / scale[i])
   }
   out.bottleneck = h;  // (N, F_bottleneck, S / scale[L])
@@ -255,9 +324,10 @@ PartTensors UNetEncoderImpl::ForwardPart(const torch::Tensor& x) {
   const int top = static_cast<int>(levels_.size()) - 1;
   const int hi = hi_ < 0 ? top : hi_;
   PartTensors out;
-  torch::Tensor h = x;  // (N, C, *S / scale[lo])
+  torch::Tensor h = mover_ ? mover_(x) : x;  // (N, C, *S / scale[lo])
   for (int i = lo_; i <= hi; ++i) {
-    h = levels_[static_cast<size_t>(i)].run({Fork(h)});  // (N, F[i], S / scale[i])
+    h = RunLevel(levels_[static_cast<size_t>(i)], {Fork(h)}, checkpointing_,
+                 offload_);  // (N, F[i], S / scale[i])
     out[i == top ? std::string("bottleneck") : "skip" + std::to_string(i)] = h;
   }
   return out;
@@ -287,14 +357,14 @@ PartTensors UNetDecoderImpl::ForwardPart(const PartTensors& in) {
   auto input = [&](const std::string& name) {
     auto it = in.find(name);
     if (it == in.end()) throw std::invalid_argument("decoder part: no input '" + name + "'");
-    return it->second;
+    return mover_ ? mover_(it->second) : it->second;  // on the device as its level starts
   };
   PartTensors out;
   torch::Tensor h = input(hi == top ? std::string("bottleneck") : "up" + std::to_string(hi + 1));
   for (int i = hi; i >= lo_; --i) {
     const std::string idx = std::to_string(i);
-    h = levels_[static_cast<size_t>(i)].run(
-        {Fork(h), Fork(input("skip" + idx))});  // (N, F[i], S / scale[i])
+    h = RunLevel(levels_[static_cast<size_t>(i)], {Fork(h), Fork(input("skip" + idx))},
+                 checkpointing_, offload_);  // (N, F[i], S / scale[i])
     if (i > 0) out["up" + idx] = h;
     if (heads_[static_cast<size_t>(i)].run && (i == 0 || deep_supervision_))
       out["logits" + idx] = heads_[static_cast<size_t>(i)].run({h});  // (N, K, S / scale[i])
@@ -328,8 +398,7 @@ std::vector<torch::Tensor> UNetDecoderImpl::forward(const Boundary& b) {
   for (int i = static_cast<int>(levels_.size()) - 1; i >= 0; --i) {
     const Level& level = levels_[i];
     const std::vector<torch::Tensor> in{Fork(h), Fork(b.skips[i])};
-    h = checkpointing_ ? CheckpointedLevel(level.modules, level.run, in)
-                       : level.run(in);  // (N, F[i], S / scale[i])
+    h = RunLevel(level, in, checkpointing_, offload_);  // (N, F[i], S / scale[i])
     if (heads_[i].run && (i == 0 || deep_supervision_)) outputs[i] = heads_[i].run({h});
   }
   if (!deep_supervision_) outputs.resize(1);

@@ -34,6 +34,8 @@
 
 namespace up {
 
+class ActivationOffload;
+
 // What crosses the boundary from encoder to decoder (and, as gradients, back).
 struct Boundary {
   torch::Tensor bottleneck;          // (N, 2*F[L-1], S / 2^L)
@@ -59,14 +61,33 @@ uint64_t DecoderInitSeed(uint64_t seed);
 
 // One level: the modules it runs (whose buffers a recompute restores) and
 // how it maps its inputs to its output. The modules are the owning half's.
+// `blocks`, where the kind has them, are the same computation in finer units
+// (classic: each conv-norm-ReLU; nnunet: each conv block or residual block,
+// the decoder's upsampling and concatenation in its first): blocks[0] takes
+// the level's inputs, each later block the one before's output, and the last
+// block's output is run's, the same operations in the same order.
 struct Level {
   std::vector<torch::nn::Module*> modules;
   std::function<torch::Tensor(const std::vector<torch::Tensor>&)> run;
+  std::vector<Level> blocks{};  // empty: the kind has none
 };
+
+// What a checkpointed forward keeps and recomputes in backward: nothing
+// (every activation kept), each level's inputs, or each block's
+// (level_checkpoint.h). A level without blocks is recomputed whole.
+enum class CheckpointUnit { kNone, kLevel, kBlock };
+// `train.checkpointing` (off | levels | blocks) and `pipeline.recompute_unit`
+// (level | block).
+CheckpointUnit CheckpointUnitOf(const std::string& setting);
 
 // What a pipeline part computes, by wire name (common/pipeline_layout.h):
 // skip{i}, bottleneck, up{i}, logits{i}.
 using PartTensors = std::map<std::string, torch::Tensor>;
+
+// How a part's input reaches the device when the level that takes it runs
+// (a stage whose inputs wait in host memory: pipeline.offload); empty: the
+// inputs are on the device already.
+using InputMover = std::function<torch::Tensor(const torch::Tensor&)>;
 
 class UNetEncoderImpl : public torch::nn::Module {
  public:
@@ -87,14 +108,22 @@ class UNetEncoderImpl : public torch::nn::Module {
   // many parameters the whole half has.
   const std::vector<int>& parameter_positions() const { return parameter_positions_; }
   int whole_parameters() const { return whole_parameters_; }
-  // Each level (and the bottleneck) recomputed in backward (level_checkpoint.h).
-  void set_checkpointing(bool on) { checkpointing_ = on; }
+  // Each level (and the bottleneck), or each block, recomputed in backward
+  // (level_checkpoint.h), in forward and ForwardPart alike.
+  void set_checkpointing(CheckpointUnit unit) { checkpointing_ = unit; }
+  // With checkpointing, each unit's kept inputs parked in `offload`'s host
+  // memory until its backward (nullptr: on the device). Not owned.
+  void set_offload(ActivationOffload* offload) { offload_ = offload; }
+  // ForwardPart's input goes through `mover` first.
+  void set_input_mover(InputMover mover) { mover_ = std::move(mover); }
 
   // For builders: levels in order; the last one added is the bottleneck.
   void AddLevel(Level level) { levels_.push_back(std::move(level)); }
 
  private:
-  bool checkpointing_ = false;
+  CheckpointUnit checkpointing_ = CheckpointUnit::kNone;
+  ActivationOffload* offload_ = nullptr;
+  InputMover mover_;
   std::vector<Level> levels_;
   int lo_ = 0;  // the kept levels (KeepLevels); all by default
   int hi_ = -1;
@@ -120,15 +149,21 @@ class UNetDecoderImpl : public torch::nn::Module {
   PartTensors ForwardPart(const PartTensors& in);
   const std::vector<int>& parameter_positions() const { return parameter_positions_; }
   int whole_parameters() const { return whole_parameters_; }
-  // Each level (upsampling, concatenation, convolutions) recomputed in backward.
-  void set_checkpointing(bool on) { checkpointing_ = on; }
+  // Each level (upsampling, concatenation, convolutions), or each block,
+  // recomputed in backward; the heads are not.
+  void set_checkpointing(CheckpointUnit unit) { checkpointing_ = unit; }
+  void set_offload(ActivationOffload* offload) { offload_ = offload; }
+  // Each of ForwardPart's inputs goes through `mover` as its level starts.
+  void set_input_mover(InputMover mover) { mover_ = std::move(mover); }
 
   // For builders: decoder level i (consuming skip i) and its head, given for
   // i = L-1 down to 0; a head with no `run` is not computed.
   void SetLevel(int i, Level level, Level head);
 
  private:
-  bool checkpointing_ = false;
+  CheckpointUnit checkpointing_ = CheckpointUnit::kNone;
+  ActivationOffload* offload_ = nullptr;
+  InputMover mover_;
   bool deep_supervision_ = false;
   std::vector<Level> levels_;  // levels_[i]: (below, skip i) -> x_i
   std::vector<Level> heads_;   // heads_[i]: x_i -> logits at level i

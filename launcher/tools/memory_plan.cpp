@@ -3,12 +3,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "common/errors.h"
 #include "common/model_geometry.h"
 #include "common/pipeline_layout.h"
 
 namespace up {
+
+namespace {
+
+// What checkpointing by `blocks` or levels holds of a stage, per sample: the
+// units' inputs it keeps, and the one unit it rebuilds at a time.
+int64_t CheckpointedElements(const StageCounts& s, bool blocks) {
+  return blocks ? s.block_checkpoint_elements + s.largest_block
+                : s.checkpoint_elements + s.largest_level;
+}
+// The one unit it rebuilds at a time.
+int64_t Unit(const StageCounts& s, bool blocks) {
+  return blocks ? s.largest_block : s.largest_level;
+}
+
+std::string Gib(int64_t bytes) { return FormatBytes(bytes); }
+
+}  // namespace
 
 std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
@@ -19,47 +37,101 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   int64_t boundary = g.bottleneck_channels * VoxelsAt(c, g.scale.back());
   for (int i = 0; i < g.levels(); ++i) boundary += g.skip_channels[i] * VoxelsAt(c, g.scale[i]);
   const int64_t boundary_bytes = boundary * n * a;
+  const bool has_blocks = c.model.kind != "torchscript";
+  const std::vector<std::string> parked{"pipeline.park=always"};
 
   std::vector<PlanRow> rows;
   PlanRow single{"single-process", "forward+backward of one micro-batch"};
+  single.single_process = true;
   single.state_bytes = StateBytes(c, enc) + StateBytes(c, dec);
   single.activation_bytes = (enc.activation_elements + dec.activation_elements) * n * a;
   single.workspace_bytes = 2 * std::max(enc.largest_tensor, dec.largest_tensor) * n * a;
   single.context_bytes = kContextAllowanceBytes;
   rows.push_back(single);
 
-  // Checkpointing per level keeps each level's input (about the boundary:
+  // Checkpointing keeps each unit's input (each level's: about the boundary,
   // the skips and the bottleneck, and the decoder levels' outputs of the same
-  // sizes) and recomputes one level at a time: the largest is the decoder's
-  // full-resolution level (its 2F-wide concatenation, two F-wide convs).
-  PlanRow ckpt{"single-process checkpointing", "backward of the full-resolution level"};
-  ckpt.state_bytes = single.state_bytes;
-  ckpt.activation_bytes = 2 * boundary_bytes + 7 * g.skip_channels[0] * VoxelsAtLevel(c, 0) * n * a;
-  ckpt.workspace_bytes = single.workspace_bytes;
-  ckpt.context_bytes = kContextAllowanceBytes;
-  rows.push_back(ckpt);
+  // sizes; each block's: also the tensors between blocks) and rebuilds one
+  // unit at a time: the largest is at full resolution.
+  for (bool blocks : {false, true}) {
+    if (blocks && !has_blocks) continue;
+    PlanRow ckpt{
+        blocks ? "single-process checkpointing blocks" : "single-process checkpointing",
+        blocks ? "backward of the largest block" : "backward of the full-resolution level"};
+    ckpt.single_process = true;
+    ckpt.sets = {std::string("train.checkpointing=") + (blocks ? "blocks" : "levels")};
+    ckpt.recomputes = true;
+    ckpt.blocks = blocks;
+    ckpt.state_bytes = single.state_bytes;
+    const int64_t kept = blocks ? enc.block_checkpoint_elements + dec.block_checkpoint_elements
+                                : enc.checkpoint_elements + dec.checkpoint_elements;
+    const int64_t unit = blocks ? std::max(enc.largest_block, dec.largest_block)
+                                : std::max(enc.largest_level, dec.largest_level);
+    ckpt.activation_bytes = (kept + unit) * n * a;
+    ckpt.workspace_bytes = single.workspace_bytes;
+    ckpt.context_bytes = kContextAllowanceBytes;
+    rows.push_back(ckpt);
+  }
+  // Offloaded, the units' inputs wait in host memory: on the device one unit
+  // rebuilt and the inputs it was fetched with (and, on a GPU, the next
+  // one's being fetched).
+  {
+    PlanRow off{"single-process offload", "backward of the largest unit"};
+    off.single_process = true;
+    off.sets = {std::string("train.checkpointing=") + (has_blocks ? "blocks" : "levels"),
+                "train.offload=on"};
+    off.recomputes = off.offload = true;
+    off.blocks = has_blocks;
+    off.state_bytes = single.state_bytes;
+    off.activation_bytes = std::max(Unit(enc, has_blocks), Unit(dec, has_blocks)) * n * a;
+    off.workspace_bytes = single.workspace_bytes;
+    off.context_bytes = kContextAllowanceBytes;
+    rows.push_back(off);
+  }
 
-  for (const char* policy : {"keep", "recompute"}) {
+  for (const char* policy : {"keep", "recompute", "recompute blocks", "offload"}) {
     const bool keep = std::string(policy) == "keep";
-    // Encoder turns: its state, its activations (all micro-batches with keep,
-    // one at a time with recompute), the boundary it writes out.
-    const int64_t enc_acts = enc.activation_elements * n * a * (keep ? m : 1);
+    const bool offload = std::string(policy) == "offload";
+    const bool blocks = std::string(policy) == "recompute blocks" || (offload && has_blocks);
+    if (std::string(policy) == "recompute blocks" && !has_blocks) continue;
+    // Encoder turns: its state, its activations (all micro-batches with keep;
+    // with recompute one micro-batch's units' inputs and one unit rebuilt),
+    // the boundary it writes out.
+    // The boundary on the device: the encoder's outputs in its turns; the
+    // decoder's inputs and their gradients in its turn, or (offload) only
+    // the gradients, each input entering as its level runs; an offloading
+    // encoder also holds the gradients it receives while its outputs wait
+    // for them.
+    const int64_t enc_boundary = (offload ? 2 : 1) * boundary_bytes;
+    const int64_t dec_boundary = (offload ? 1 : 2) * boundary_bytes;
+    const int64_t enc_acts = keep      ? enc.activation_elements * n * a * m
+                             : offload ? Unit(enc, blocks) * n * a
+                                       : CheckpointedElements(enc, blocks) * n * a;
     const int64_t enc_turn =
-        StateBytes(c, enc) + enc_acts + boundary_bytes + 2 * enc.largest_tensor * n * a;
+        StateBytes(c, enc) + enc_acts + enc_boundary + 2 * enc.largest_tensor * n * a;
     // Decoder turn: its state and one micro-batch's activations, the boundary
     // and its gradients on the device; with keep, the encoder's kept
     // activations stay on the device too (autograd's saved tensors cannot be parked).
     const int64_t kept_from_encoder = keep ? enc.activation_elements * n * a * m : 0;
-    const int64_t dec_turn = StateBytes(c, dec) + dec.activation_elements * n * a +
-                             kept_from_encoder + 2 * boundary_bytes +
+    const int64_t dec_acts = keep      ? dec.activation_elements * n * a
+                             : offload ? Unit(dec, blocks) * n * a
+                                       : CheckpointedElements(dec, blocks) * n * a;
+    const int64_t dec_turn = StateBytes(c, dec) + dec_acts + kept_from_encoder + dec_boundary +
                              2 * dec.largest_tensor * n * a;
     PlanRow row{std::string("pipeline ") + policy,
                 dec_turn >= enc_turn ? "decoder turn" : "encoder turn"};
+    row.sets = parked;
+    row.sets.push_back(std::string("pipeline.activations=") + (keep ? "keep" : "recompute"));
+    if (blocks) row.sets.push_back("pipeline.recompute_unit=block");
+    if (offload) row.sets.push_back("pipeline.offload=on");
+    row.processes = 2;
+    row.recomputes = !keep;
+    row.offload = offload;
+    row.blocks = blocks;
     const bool dec_peak = dec_turn >= enc_turn;
     row.state_bytes = dec_peak ? StateBytes(c, dec) : StateBytes(c, enc);
-    row.activation_bytes =
-        dec_peak ? dec.activation_elements * n * a + kept_from_encoder : enc_acts;
-    row.boundary_bytes = dec_peak ? 2 * boundary_bytes : boundary_bytes;
+    row.activation_bytes = dec_peak ? dec_acts + kept_from_encoder : enc_acts;
+    row.boundary_bytes = dec_peak ? dec_boundary : enc_boundary;
     row.workspace_bytes = 2 * (dec_peak ? dec.largest_tensor : enc.largest_tensor) * n * a;
     row.context_bytes = 2 * kContextAllowanceBytes;  // two processes, two contexts
     rows.push_back(row);
@@ -72,6 +144,85 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   return rows;
 }
 
+std::vector<std::string> WaySets(const Config& c, bool single_process,
+                                 const std::vector<std::string>& sets) {
+  // The keys that choose a way: (key, the config's value, the default).
+  using Key = std::tuple<std::string, std::string, std::string>;
+  std::vector<Key> keys;
+  if (single_process) {
+    keys = {Key{"train.checkpointing", c.train.checkpointing, "off"},
+            Key{"train.offload", c.train.offload, "off"}};
+  } else {
+    keys = {Key{"pipeline.activations", c.pipeline.activations, "keep"},
+            Key{"pipeline.recompute_unit", c.pipeline.recompute_unit, "level"},
+            Key{"pipeline.offload", c.pipeline.offload, "off"},
+            // the single-process trainer's own, which the pipeline refuses
+            Key{"train.checkpointing", c.train.checkpointing, "off"},
+            Key{"train.offload", c.train.offload, "off"}};
+  }
+  std::vector<std::string> out;
+  for (const auto& [key, now, fallback] : keys) {
+    std::string want = fallback;
+    for (const std::string& set : sets)
+      if (set.rfind(key + "=", 0) == 0) want = set.substr(key.size() + 1);
+    if (want != now) out.push_back(key + "=" + want);
+  }
+  for (const std::string& set : sets) {  // any other key, as given
+    bool chooser = false;
+    for (const auto& k : keys) chooser |= set.rfind(std::get<0>(k) + "=", 0) == 0;
+    if (!chooser) out.push_back(set);
+  }
+  return out;
+}
+
+Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
+                         const std::optional<PartsPlan>& fewest_shared, int64_t floor_bytes,
+                         int64_t budget) {
+  std::vector<const PlanRow*> order;
+  for (const PlanRow& r : rows) order.push_back(&r);
+  std::stable_sort(order.begin(), order.end(), [](const PlanRow* x, const PlanRow* y) {
+    return std::make_tuple(x->recomputes, x->offload, x->processes, x->blocks) <
+           std::make_tuple(y->recomputes, y->offload, y->processes, y->blocks);
+  });
+  auto needs = [](const PlanRow& r) { return r.tensor_estimate() + r.context_bytes; };
+  std::string not_fitting;  // the ways with less work, and what they need
+  for (const PlanRow* r : order) {
+    if (!r->fits) {
+      not_fitting += (not_fitting.empty() ? "" : ", ") + r->name + " needs " + Gib(needs(*r));
+      continue;
+    }
+    Recommendation out;
+    out.way = r->name;
+    out.single_process = r->single_process;
+    out.sets = WaySets(c, r->single_process, r->sets);
+    out.bytes = needs(*r);
+    out.fits = true;
+    out.reason = "the least extra work that fits " + Gib(budget) + " (" + Gib(out.bytes) + ", " +
+                 std::to_string(r->processes) + (r->processes == 1 ? " context" : " contexts") +
+                 ")";
+    if (!not_fitting.empty()) out.reason += "; less work does not fit: " + not_fitting;
+    return out;
+  }
+  Recommendation out;
+  if (fewest_shared) {
+    out.way = "pipeline parts";
+    out.sets = {"pipeline.park=always",
+                "pipeline.encoder_parts=" + std::to_string(fewest_shared->encoder_parts),
+                "pipeline.decoder_parts=" + std::to_string(fewest_shared->decoder_parts)};
+    out.bytes = fewest_shared->shared_device_bytes;
+    out.fits = true;
+    out.reason = "no two-process way fits " + Gib(budget) + " (" + not_fitting + "); " +
+                 std::to_string(fewest_shared->encoder_parts + fewest_shared->decoder_parts) +
+                 " stages taking turns do (estimate " + Gib(out.bytes) + ")";
+    return out;
+  }
+  out.way = "none";
+  out.reason = "nothing fits " + Gib(budget) + " (" + not_fitting +
+               "); the floor, one unit of one sample, is " + Gib(floor_bytes) +
+               ": a smaller data.size or a larger card";
+  return out;
+}
+
 PartsPlan PlanParts(const Config& c) {
   const PipelineLayout layout = ResolveLayout(c);
   const std::vector<StageCounts> enc = EncoderLevelCounts(c), dec = DecoderLevelCounts(c);
@@ -79,6 +230,8 @@ PartsPlan PlanParts(const Config& c) {
   const int64_t m = c.train.micro_batches;
   const int64_t a = BytesPerActivation(c);
   const bool keep = c.pipeline.activations == "keep";
+  const bool blocks = c.pipeline.recompute_unit == "block";
+  const bool offload = c.pipeline.offload == "on";
   PartsPlan out;
   for (const StageSpec& spec : layout.stages) {
     (spec.encoder ? out.encoder_parts : out.decoder_parts) = spec.parts;
@@ -98,7 +251,9 @@ PartsPlan PlanParts(const Config& c) {
     p.key = spec.Key();
     p.levels = spec.LevelsText();
     p.state_bytes = StateBytes(c, counts);
-    p.activation_bytes = counts.activation_elements * n * a * (keep ? m : 1);
+    p.activation_bytes = keep      ? counts.activation_elements * n * a * m
+                         : offload ? Unit(counts, blocks) * n * a
+                                   : CheckpointedElements(counts, blocks) * n * a;
     p.boundary_bytes = boundary;
     p.workspace_bytes = 2 * counts.largest_tensor * n * a;
     p.turn_bytes = p.state_bytes + p.activation_bytes + p.boundary_bytes + p.workspace_bytes;

@@ -30,9 +30,21 @@ namespace up {
 inline constexpr int64_t kContextAllowanceBytes = 1LL << 30;  // per process
 
 struct PlanRow {
-  // "single-process", "single-process checkpointing", "pipeline keep", "pipeline recompute"
+  // "single-process", "single-process checkpointing", "single-process
+  // checkpointing blocks", "single-process offload", "pipeline keep",
+  // "pipeline recompute", "pipeline recompute blocks", "pipeline offload"
+  // (the blocks rows where the kind has blocks; the offload rows recompute
+  // by blocks where it has them, else by levels)
   std::string name;
   std::string peak_phase;  // which turn sets the peak
+  // How to train this way: `train` with --single-process or not, and these
+  // --set overrides (the pipeline rows park both stages on one device).
+  bool single_process = false;
+  std::vector<std::string> sets{};
+  int processes = 1;        // each pays a CUDA context on the card
+  bool recomputes = false;  // runs a forward twice
+  bool offload = false;     // copies what it keeps to host memory and back
+  bool blocks = false;      // recomputes block by block
   int64_t state_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t boundary_bytes = 0;
@@ -43,8 +55,12 @@ struct PlanRow {
   // Measured (memory_probe.h), when plan measures: the device's peak tensor
   // bytes, and each stage's; fits then means tensor_bytes + context <= budget.
   int64_t tensor_bytes = -1;
-  int64_t encoder_tensor_bytes = -1;
-  int64_t decoder_tensor_bytes = -1;
+  std::vector<std::pair<std::string, int64_t>> stage_tensor_bytes{};  // by stage key
+  // The device's tensor bytes by what is known: measured, else the estimate
+  // less the contexts.
+  int64_t tensor_estimate() const {
+    return tensor_bytes >= 0 ? tensor_bytes : peak_bytes - context_bytes;
+  }
 };
 
 // One row per way of training, against a device of `budget_bytes`.
@@ -86,6 +102,32 @@ PartsPlan PlanParts(const Config& config);
 // `budget_bytes`; nullopt when even one level per part does not.
 std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget_bytes,
                                             bool shared);
+
+// The --set overrides that train `config` the way `sets` names (a row's):
+// the keys a way leaves unsaid back at their defaults (no checkpointing, no
+// offload, keep; a pipeline way also none of the single-process trainer's)
+// where the config has something else, and `sets`, each only
+// where it differs from the config. What a probe runs and the recommended
+// command says.
+std::vector<std::string> WaySets(const Config& config, bool single_process,
+                                 const std::vector<std::string>& sets);
+
+// The way `plan` recommends: among the rows that fit (measured when
+// measured), the least extra work: no recompute over recompute, no offload
+// over offload, then the fewest processes, then levels over blocks; when no row fits, the fewest
+// parts on the one device (`fewest_shared`, FewestPartsThatFit). `reason`
+// says why, naming the ways with less work that do not fit.
+struct Recommendation {
+  std::string way;  // a row's name, or "pipeline parts"
+  bool single_process = false;
+  std::vector<std::string> sets{};
+  int64_t bytes = 0;  // its device peak with contexts
+  std::string reason;
+  bool fits = false;  // false: nothing does, and `reason` says what the floor needs
+};
+Recommendation Recommend(const Config& config, const std::vector<PlanRow>& rows,
+                         const std::optional<PartsPlan>& fewest_shared, int64_t floor_bytes,
+                         int64_t budget_bytes);
 
 // `plan --gpu-mem` (see byte_size.h).
 inline int64_t ParseBytes(const std::string& text) { return ParseByteSize(text, "--gpu-mem"); }

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/fs_util.h"
 #include "common/model_geometry.h"
+#include "common/pipeline_layout.h"
 #include "launcher/child_process.h"
 #include "launcher/stage_binary.h"
 
@@ -80,9 +81,9 @@ class ProbeFolder {
 // overall peaks would bend), and what each stage holds between turns.
 struct Point {
   double voxels = 0;
-  int64_t compute[2] = {0, 0};  // trainer (or encoder), decoder
-  int64_t step[2] = {0, 0};
-  int64_t residue[2] = {0, 0};
+  std::vector<int64_t> compute;  // per process: the trainer, or each stage in pipeline order
+  std::vector<int64_t> step;
+  std::vector<int64_t> residue;
 };
 
 int64_t Extrapolate(double v1, int64_t y1, double v2, int64_t y2, double v) {
@@ -143,11 +144,16 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
                                         "pipeline.stages.decoder.device=cpu",
                                         "pipeline.stages.encoder.node=0",
                                         "pipeline.stages.decoder.node=0",
+                                        "pipeline.devices=[]",
+                                        "pipeline.nodes=[]",
                                         "pipeline.transport=shm",
                                         "pipeline.schedule=sequential",
                                         "pipeline.lock=auto",
                                         "data.kind=synthetic"};
   const std::vector<std::vector<int>> patches = ProbePatches(config, max_voxels);
+  // The pipeline's stages by the keys its summary.json uses.
+  std::vector<std::string> stage_keys;
+  for (const StageSpec& spec : ResolveLayout(config).stages) stage_keys.push_back(spec.Key());
   double full = 1;
   for (int s : config.data.size) full *= s;
   ProbeFolder folder;
@@ -182,35 +188,37 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
       Point& p = points[i];
       p.voxels = 1;
       for (int v : patches[i]) p.voxels *= v;
-      const std::vector<std::string> who = way.single_process
-                                               ? std::vector<std::string>{"trainer"}
-                                               : std::vector<std::string>{"encoder", "decoder"};
+      const std::vector<std::string> who =
+          way.single_process ? std::vector<std::string>{"trainer"} : stage_keys;
       const std::string phases = Object(summary, "phase_peak_tensor_bytes");
-      for (size_t k = 0; k < who.size(); ++k) {
-        p.compute[k] = NestedNumber(phases, who[k], "compute");
-        p.step[k] = NestedNumber(phases, who[k], "step");
-        p.residue[k] =
-            way.single_process ? 0 : NestedNumber(summary, "residue_tensor_bytes", who[k]);
-        if (p.compute[k] < 0 || p.step[k] < 0 || p.residue[k] < 0)
-          throw RuntimeError("plan: " + run + "/summary.json lacks the " + who[k] + "'s peaks");
+      for (const std::string& k : who) {
+        p.compute.push_back(NestedNumber(phases, k, "compute"));
+        p.step.push_back(NestedNumber(phases, k, "step"));
+        p.residue.push_back(way.single_process ? 0
+                                               : NestedNumber(summary, "residue_tensor_bytes", k));
+        if (p.compute.back() < 0 || p.step.back() < 0 || p.residue.back() < 0)
+          throw RuntimeError("plan: " + run + "/summary.json lacks the " + k + "'s peaks");
       }
     }
     ProbedBytes b;
-    auto line = [&](int64_t(Point::*field)[2], int k) {
+    auto line = [&](std::vector<int64_t> Point::*field, size_t k) {
       return Extrapolate(points[0].voxels, (points[0].*field)[k], points[1].voxels,
                          (points[1].*field)[k], full);
     };
     // Each process's peak: the larger phase at the config's patch.
-    auto peak = [&](int k) { return std::max(line(&Point::compute, k), line(&Point::step, k)); };
+    auto peak = [&](size_t k) { return std::max(line(&Point::compute, k), line(&Point::step, k)); };
     if (way.single_process) {
       b.device = peak(0);
     } else {
-      // The device's peak is a turn's: one stage's peak plus what the other
-      // holds parked then.
-      b.encoder = peak(0);
-      b.decoder = peak(1);
-      b.device =
-          std::max(b.encoder + line(&Point::residue, 1), b.decoder + line(&Point::residue, 0));
+      // The device's peak is a turn's: one stage's peak plus what the others
+      // hold parked then.
+      for (size_t k = 0; k < stage_keys.size(); ++k) b.stages.emplace_back(stage_keys[k], peak(k));
+      for (size_t k = 0; k < stage_keys.size(); ++k) {
+        int64_t others = 0;
+        for (size_t o = 0; o < stage_keys.size(); ++o)
+          if (o != k) others += line(&Point::residue, o);
+        b.device = std::max(b.device, b.stages[k].second + others);
+      }
     }
     out.push_back(b);
   }

@@ -33,9 +33,10 @@ struct ProbeWay {
 };
 
 struct ProbedBytes {
-  int64_t device = 0;   // peak_device_tensor_bytes at the config's patch
-  int64_t encoder = 0;  // the pipeline's stages (0 for single-process)
-  int64_t decoder = 0;
+  int64_t device = 0;  // the device's peak tensor bytes at the config's patch
+  // The pipeline's stages, each its own peak, in pipeline order ("encoder",
+  // "decoder"; with parts "encoder1" .. "decoder2"); empty for single-process.
+  std::vector<std::pair<std::string, int64_t>> stages;
 };
 
 inline constexpr int64_t kProbeVoxels = 1 << 18;  // 64^3, 512^2

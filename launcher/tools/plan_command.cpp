@@ -58,14 +58,8 @@ int PlanCommand(int argc, char** argv) {
   if (measure) {
     // Each row as a way of training; the pipeline rows on one shared device, parked.
     std::vector<ProbeWay> ways;
-    for (const PlanRow& r : rows) {
-      ProbeWay w{r.name, r.name.rfind("single-process", 0) == 0, {}};
-      if (r.name == "single-process checkpointing") w.sets = {"train.checkpointing=levels"};
-      if (r.name == "pipeline keep") w.sets = {"pipeline.activations=keep", "pipeline.park=always"};
-      if (r.name == "pipeline recompute")
-        w.sets = {"pipeline.activations=recompute", "pipeline.park=always"};
-      ways.push_back(w);
-    }
+    for (const PlanRow& r : rows)
+      ways.push_back({r.name, r.single_process, WaySets(config, r.single_process, r.sets)});
     if (!args.count("json"))
       std::fprintf(stderr, "plan: measuring %zu ways at two small patches\n", ways.size());
     const std::vector<ProbedBytes> measured = ProbeTensorBytes(
@@ -75,10 +69,7 @@ int PlanCommand(int argc, char** argv) {
         config, ways, probe_voxels);
     for (size_t i = 0; i < rows.size(); ++i) {
       rows[i].tensor_bytes = measured[i].device;
-      if (!ways[i].single_process) {
-        rows[i].encoder_tensor_bytes = measured[i].encoder;
-        rows[i].decoder_tensor_bytes = measured[i].decoder;
-      }
+      rows[i].stage_tensor_bytes = measured[i].stages;
       rows[i].fits = rows[i].tensor_bytes + rows[i].context_bytes <= budget;
     }
   }
@@ -86,6 +77,14 @@ int PlanCommand(int argc, char** argv) {
   const PartsPlan parts = PlanParts(config);
   const std::optional<PartsPlan> fewest_shared = FewestPartsThatFit(config, budget, true);
   const std::optional<PartsPlan> fewest_own = FewestPartsThatFit(config, budget, false);
+  const int64_t floor = FloorBytes(config);
+  const Recommendation pick = Recommend(config, rows, fewest_shared, floor, budget);
+  auto floor_ratio = [floor](const PlanRow& r) {
+    return floor > 0 ? static_cast<double>(r.tensor_estimate()) / static_cast<double>(floor) : 0.0;
+  };
+  std::string pick_command = "unet-pipeline train --config " + args["config"].as<std::string>();
+  if (pick.single_process) pick_command += " --single-process";
+  for (const std::string& set : pick.sets) pick_command += " --set " + set;
   auto fewest_json = [](const std::optional<PartsPlan>& p, bool shared) {
     if (!p) return std::string("null");
     return JsonWriter()
@@ -122,17 +121,31 @@ int PlanCommand(int argc, char** argv) {
           .Field("context_bytes", rows[i].context_bytes)
           .Field("peak_bytes", rows[i].peak_bytes);
       if (rows[i].tensor_bytes >= 0) w.Field("tensor_bytes", rows[i].tensor_bytes);
-      if (rows[i].encoder_tensor_bytes >= 0) {
-        w.Raw("stage_tensor_bytes", JsonWriter()
-                                        .Field("encoder", rows[i].encoder_tensor_bytes)
-                                        .Field("decoder", rows[i].decoder_tensor_bytes)
-                                        .str());
+      if (!rows[i].stage_tensor_bytes.empty()) {
+        JsonWriter st;
+        for (const auto& [key, bytes] : rows[i].stage_tensor_bytes) st.Field(key, bytes);
+        w.Raw("stage_tensor_bytes", st.str());
       }
-      w.Field("fits", rows[i].fits);
+      w.Field("processes", rows[i].processes)
+          .Field("floor_ratio", floor_ratio(rows[i]))
+          .Field("fits", rows[i].fits);
       list += (i ? "," : "") + w.str();
     }
     JsonWriter out;
+    std::string sets = "[";
+    for (size_t i = 0; i < pick.sets.size(); ++i)
+      sets += (i ? "," : "") + JsonWriter::Quote(pick.sets[i]);
     out.Field("budget_bytes", budget)
+        .Field("floor_bytes", floor)
+        .Raw("recommended", JsonWriter()
+                                .Field("way", pick.way)
+                                .Field("fits", pick.fits)
+                                .Field("single_process", pick.single_process)
+                                .Raw("sets", sets + "]")
+                                .Field("peak_bytes", pick.bytes)
+                                .Field("reason", pick.reason)
+                                .Field("command", pick_command)
+                                .str())
         .Field("encoder_parameters", enc.parameters)
         .Field("decoder_parameters", dec.parameters)
         .Raw("rows", list + "]")
@@ -154,16 +167,23 @@ int PlanCommand(int argc, char** argv) {
       config.train.batch_size, config.train.micro_batches, config.train.precision.c_str());
   std::printf("device budget %s; context allowance %s per process\n\n", FormatBytes(budget).c_str(),
               FormatBytes(kContextAllowanceBytes).c_str());
-  std::printf("%-29s %9s %12s %9s %10s %9s %10s %12s  %-5s %s\n", "", "state", "activations",
-              "boundary", "workspace", "context", "estimate", "measured", "fits", "peak during");
+  std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %8s  %-5s %s\n", "", "state", "activations",
+              "boundary", "workspace", "context", "estimate", "measured", "x floor", "fits",
+              "peak during");
   for (const PlanRow& r : rows) {
-    std::printf("%-29s %9s %12s %9s %10s %9s %10s %12s  %-5s %s\n", r.name.c_str(),
+    const std::string context =
+        std::to_string(r.processes) + " x " + FormatBytes(r.context_bytes / r.processes);
+    std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %7.1fx  %-5s %s\n", r.name.c_str(),
                 FormatBytes(r.state_bytes).c_str(), FormatBytes(r.activation_bytes).c_str(),
                 FormatBytes(r.boundary_bytes).c_str(), FormatBytes(r.workspace_bytes).c_str(),
-                FormatBytes(r.context_bytes).c_str(), FormatBytes(r.peak_bytes).c_str(),
-                r.tensor_bytes >= 0 ? FormatBytes(r.tensor_bytes).c_str() : "-",
+                context.c_str(), FormatBytes(r.peak_bytes).c_str(),
+                r.tensor_bytes >= 0 ? FormatBytes(r.tensor_bytes).c_str() : "-", floor_ratio(r),
                 r.fits ? "yes" : "NO", r.peak_phase.c_str());
   }
+  std::printf(
+      "\nfloor: %s, the largest %s's forward and backward for one sample (x floor: each way's "
+      "tensor bytes over it)\n",
+      FormatBytes(floor).c_str(), config.model.kind == "torchscript" ? "level" : "block");
   if (measure) {
     std::printf(
         "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
@@ -172,10 +192,11 @@ int PlanCommand(int argc, char** argv) {
         PatchText(ProbePatches(config, probe_voxels)[0]).c_str(),
         PatchText(ProbePatches(config, probe_voxels)[1]).c_str());
     for (const PlanRow& r : rows) {
-      if (r.encoder_tensor_bytes >= 0)
-        std::printf("  %s: encoder stage %s, decoder stage %s\n", r.name.c_str(),
-                    FormatBytes(r.encoder_tensor_bytes).c_str(),
-                    FormatBytes(r.decoder_tensor_bytes).c_str());
+      if (r.stage_tensor_bytes.empty()) continue;
+      std::string stages;
+      for (const auto& [key, bytes] : r.stage_tensor_bytes)
+        stages += (stages.empty() ? "" : ", ") + key + " " + FormatBytes(bytes);
+      std::printf("  %s: %s\n", r.name.c_str(), stages.c_str());
     }
   }
   std::printf(
@@ -212,6 +233,8 @@ int PlanCommand(int argc, char** argv) {
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
       "share\n"
       "the device and park between turns. An estimate from shapes: see docs/ARCHITECTURE.md.\n");
+  std::printf("\nrecommended: %s: %s\n  %s\n", pick.way.c_str(), pick.reason.c_str(),
+              pick.fits ? pick_command.c_str() : "(nothing to run)");
   return 0;
 }
 

@@ -80,6 +80,7 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.checkpoint.keep, b.checkpoint.keep);
   EXPECT_EQ(a.pipeline.transport, b.pipeline.transport);
   EXPECT_EQ(a.pipeline.activations, b.pipeline.activations);
+  EXPECT_EQ(a.pipeline.recompute_unit, b.pipeline.recompute_unit);
   EXPECT_EQ(a.pipeline.schedule, b.pipeline.schedule);
   EXPECT_EQ(a.pipeline.lock, b.pipeline.lock);
   EXPECT_EQ(a.pipeline.park, b.pipeline.park);
@@ -130,10 +131,48 @@ TEST(ConfigTest, MemoryBudgetTakesSizesAndBytes) {
   EXPECT_NE(bad.find("16GiB"), std::string::npos) << bad;
   EXPECT_NE(ErrorOf("{}", {"train.memory_budget=0"}).find("train.memory_budget"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("{}", {"train.checkpointing=all"}).find("off, levels"), std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"train.checkpointing=all"}).find("off, levels, blocks"),
+            std::string::npos);
   // Dumped and read back: the same bytes.
   const Config c = LoadConfig("", {"train.memory_budget=12GiB", "train.checkpointing=levels"});
   ExpectSameConfig(LoadConfigFromString(DumpConfig(c), "dump", {}), c);
+}
+
+// The recompute unit: block where the kind has blocks, only with recompute,
+// and dumped only when not the default (earlier configs hash as before).
+TEST(ConfigTest, RecomputeUnitAppliesOnlyWhereItCan) {
+  EXPECT_EQ(LoadConfig("", {}).pipeline.recompute_unit, "level");
+  EXPECT_EQ(DumpConfig(Config{}).find("recompute_unit"), std::string::npos);
+  const Config c =
+      LoadConfig("", {"pipeline.activations=recompute", "pipeline.recompute_unit=block"});
+  EXPECT_NE(DumpConfig(c).find("recompute_unit: \"block\""), std::string::npos) << DumpConfig(c);
+  ExpectSameConfig(LoadConfigFromString(DumpConfig(c), "dump", {}), c);
+  const std::string keep = ErrorOf("{}", {"pipeline.recompute_unit=block"});
+  EXPECT_NE(keep.find("pipeline.recompute_unit = "), std::string::npos) << keep;
+  EXPECT_NE(keep.find("pipeline.activations to recompute"), std::string::npos) << keep;
+  EXPECT_NE(ErrorOf("{}", {"pipeline.recompute_unit=layer"}).find("level, block"),
+            std::string::npos);
+  EXPECT_EQ(LoadConfig("", {"train.checkpointing=blocks"}).train.checkpointing, "blocks");
+}
+
+// Offload parks what checkpointing or recompute keeps: on its own it is one
+// clear line; dumped only when on.
+TEST(ConfigTest, OffloadNeedsSomethingToPark) {
+  EXPECT_EQ(DumpConfig(Config{}).find("offload"), std::string::npos);
+  const std::string single = ErrorOf("{}", {"train.offload=on"});
+  EXPECT_NE(single.find("train.offload = "), std::string::npos) << single;
+  EXPECT_NE(single.find("set train.checkpointing to levels or blocks"), std::string::npos)
+      << single;
+  const std::string pipe = ErrorOf("{}", {"pipeline.offload=on"});
+  EXPECT_NE(pipe.find("pipeline.offload = "), std::string::npos) << pipe;
+  EXPECT_NE(pipe.find("set pipeline.activations to recompute"), std::string::npos) << pipe;
+  const Config c = LoadConfig("", {"train.checkpointing=blocks", "train.offload=on",
+                                   "pipeline.activations=recompute", "pipeline.offload=on"});
+  EXPECT_EQ(c.train.offload, "on");
+  EXPECT_EQ(c.pipeline.offload, "on");
+  const Config back = LoadConfigFromString(DumpConfig(c), "dump", {});
+  EXPECT_EQ(back.train.offload, "on");
+  EXPECT_EQ(back.pipeline.offload, "on");
 }
 
 TEST(ConfigTest, ValidationIsAShareOrCaseNamesAndDumpedOnlyWhenSet) {

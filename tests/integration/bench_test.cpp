@@ -84,9 +84,10 @@ TEST(BenchStep, JsonHasEveryRow) {
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "results", "median_step_s", "ratio", "run_medians_s"});
-  for (const char* label : {"single", "pipeline", "pipeline recompute", "sequential", "gpipe",
-                            "1f1b", "1f1b gloo", "single fp16", "pipeline fp16", "python eager",
-                            "single glibc defaults", "pipeline glibc defaults"}) {
+  for (const char* label :
+       {"single", "pipeline", "pipeline recompute", "sequential", "gpipe", "1f1b", "1f1b gloo",
+        "single fp16", "pipeline fp16", "python eager", "single glibc defaults",
+        "pipeline glibc defaults", "single checkpointing", "single offload", "pipeline offload"}) {
     EXPECT_NE(json.find(std::string("\"label\":\"") + label + "\""), std::string::npos) << label;
   }
   // Every row is measured, recompute too, and the Python eager peer (.venv's
@@ -188,7 +189,14 @@ TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
     EXPECT_GT(std::stoll(JsonField(one, "probes")), 1) << one;
     params[way] = std::stoll(JsonField(one, "parameters"));
   }
-  ASSERT_EQ(params.size(), 11u) << json;
+  ASSERT_EQ(params.size(), 15u) << json;
+  // Parked kept inputs hold less than keeping them, in one process and in turns.
+  EXPECT_GE(params["single-process, offload, mb of 1"],
+            params["single-process, checkpointing blocks, mb of 1"])
+      << json;
+  EXPECT_GE(params["pipeline offload+park, mb of 1"],
+            params["pipeline recompute blocks+park, mb of 1"])
+      << json;
   EXPECT_GT(params["pipeline recompute+park, mb of 1"], params["single-process"]) << json;
   // Four stages in turns hold less a turn than two.
   EXPECT_GE(params["4 stages recompute+park"], params["pipeline recompute+park"]) << json;

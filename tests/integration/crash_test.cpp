@@ -82,6 +82,9 @@ struct KillCase {
   int exit_code;       // 1: a stage died; 137: the launcher was killed
   const char* says;    // regex the launcher's error line must match (stage deaths)
   bool parts = false;  // six stages: each half in three parts (the middle ones too)
+  // Recompute by blocks with the kept inputs parked in host memory
+  // (pipeline.offload): killed while they are parked.
+  bool offload = false;
 };
 
 class KillAnywhere : public ::testing::TestWithParam<KillCase> {};
@@ -101,6 +104,10 @@ TEST_P(KillAnywhere, CleanExitNothingLeftExactResume) {
   if (c.parts) {
     fresh.insert(fresh.end(),
                  {"--set", "pipeline.encoder_parts=3", "--set", "pipeline.decoder_parts=3"});
+  }
+  if (c.offload) {
+    fresh.insert(fresh.end(), {"--set", "pipeline.activations=recompute", "--set",
+                               "pipeline.recompute_unit=block", "--set", "pipeline.offload=on"});
   }
   std::vector<std::string> killed_args{"--resume", run, "--set", steps};
   if (std::count(c.hook, c.hook + std::strlen(c.hook), ':') == 2) {
@@ -212,11 +219,21 @@ INSTANTIATE_TEST_SUITE_P(
         KillCase{"encoder2:save:3", 1,
                  "encoder part 2 of 3 killed by signal 9 \\(SIGKILL\\) during checkpoint of "
                  "step 3",
-                 true}),
+                 true},
+        // Killed with what recompute keeps parked in host memory.
+        KillCase{"encoder:backward:3", 1,
+                 "encoder stage killed by signal 9 \\(SIGKILL\\) during encoder turn \\[B0 B1 "
+                 "S\\] of step 3",
+                 false, true},
+        KillCase{
+            "decoder:forward:3", 1,
+            "decoder stage killed by signal 9 \\(SIGKILL\\) during decoder turn \\[FB0 FB1 S\\] "
+            "of step 3",
+            false, true}),
     [](const auto& info) {
       std::string name = info.param.hook;
       for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return name + (info.param.parts ? "_of_six" : "");
+      return name + (info.param.parts ? "_of_six" : "") + (info.param.offload ? "_offloaded" : "");
     });
 
 // A hung stage (SIGSTOP) is reported at pipeline.timeout_s with what it was

@@ -150,8 +150,10 @@ TEST_P(NnunetTraining, PipelineEqualsSingleProcessAndResumeIsExact) {
                         "train.grad_clip=1", "checkpoint.every=2"})
     set.push_back(s);
   TempDir dir;
-  ExpectPipelineEqualsSingleProcessAndResumeIsExact(SourcePath("tests/data/nnunet/empty.yaml"), set,
-                                                    dir.path());
+  // The parts recompute block by block: each conv or residual block.
+  ExpectPipelineEqualsSingleProcessAndResumeIsExact(
+      SourcePath("tests/data/nnunet/empty.yaml"), set, dir.path(),
+      {"pipeline.activations=recompute", "pipeline.recompute_unit=block"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Configurations, NnunetTraining, ::testing::Values("2d", "3d_fullres"));

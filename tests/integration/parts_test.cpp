@@ -65,10 +65,12 @@ TEST_P(PartsEqualSingleProcess, EverySchedule) {
       {"1f1b-recompute",
        4,
        {"pipeline.schedule=1f1b", "pipeline.lock=off", "pipeline.activations=recompute"}},
-      // Each schedule at both micro-batch counts and with both activation policies.
-      {"gpipe-recompute",
+      // Each schedule at both micro-batch counts and with both activation
+      // policies; recompute by levels and by blocks.
+      {"gpipe-recompute-blocks",
        1,
-       {"pipeline.schedule=gpipe", "pipeline.lock=off", "pipeline.activations=recompute"}},
+       {"pipeline.schedule=gpipe", "pipeline.lock=off", "pipeline.activations=recompute",
+        "pipeline.recompute_unit=block"}},
       {"1f1b", 1, {"pipeline.schedule=1f1b", "pipeline.lock=off"}},
   };
   std::string reference[5];

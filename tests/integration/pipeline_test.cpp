@@ -128,6 +128,19 @@ TEST(Pipeline, RecomputeAndParkingEqualKeepWithBatchNorm) {
   EXPECT_EQ(
       run("parked", {"--set", "pipeline.park=always", "--set", "pipeline.activations=recompute"}),
       keep);
+  // Block by block, in the pipeline and in one process.
+  EXPECT_EQ(run("blocks", {"--set", "pipeline.activations=recompute", "--set",
+                           "pipeline.recompute_unit=block"}),
+            keep);
+  EXPECT_EQ(run("single-blocks", {"--single-process", "--set", "train.checkpointing=blocks"}),
+            keep);
+  // What recompute keeps, parked in host memory until its backward.
+  EXPECT_EQ(run("offload", {"--set", "pipeline.activations=recompute", "--set",
+                            "pipeline.recompute_unit=block", "--set", "pipeline.offload=on"}),
+            keep);
+  EXPECT_EQ(run("single-offload", {"--single-process", "--set", "train.checkpointing=levels",
+                                   "--set", "train.offload=on"}),
+            keep);
   // The next stage fetching its parked state before its turn changes nothing.
   EXPECT_EQ(run("prefetched", {"--set", "pipeline.park=always", "--set", "pipeline.prefetch=on"}),
             keep);

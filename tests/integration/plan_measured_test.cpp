@@ -27,6 +27,14 @@ const std::vector<Way>& Ways() {
       {"pipeline keep", {"--set", "pipeline.activations=keep", "--set", "pipeline.park=always"}},
       {"pipeline recompute",
        {"--set", "pipeline.activations=recompute", "--set", "pipeline.park=always"}},
+      {"pipeline recompute blocks",
+       {"--set", "pipeline.activations=recompute", "--set", "pipeline.recompute_unit=block",
+        "--set", "pipeline.park=always"}},
+      {"single-process offload",
+       {"--single-process", "--set", "train.checkpointing=blocks", "--set", "train.offload=on"}},
+      {"pipeline offload",
+       {"--set", "pipeline.activations=recompute", "--set", "pipeline.recompute_unit=block",
+        "--set", "pipeline.offload=on", "--set", "pipeline.park=always"}},
   };
   return ways;
 }
@@ -85,6 +93,24 @@ void PlanMatchesRuns(const std::string& config, const std::vector<std::string>& 
       }
     }
   }
+}
+
+// plan works for every layout it prints: with parts, each stage is measured
+// under its own key, and the JSON names the floor and the way to train.
+TEST(PlanMeasured, PartsAreMeasuredStageByStage) {
+  const CommandResult plan =
+      RunCommand({BinPath("unet-pipeline"), "plan", "--config", SourcePath("configs/tiny.yaml"),
+                  "--json", "--probe-voxels", "1024", "--set", "pipeline.encoder_parts=2", "--set",
+                  "pipeline.decoder_parts=2", "--set", "pipeline.activations=recompute"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const std::string stages =
+      JsonField(Row(plan.output, "pipeline recompute"), "stage_tensor_bytes");
+  for (const char* stage : {"encoder1", "encoder2", "decoder1", "decoder2"})
+    EXPECT_GT(std::stoll(JsonField(stages, stage)), 0) << stage << " in " << stages;
+  EXPECT_GT(std::stoll(JsonField(plan.output, "floor_bytes")), 0) << plan.output;
+  const std::string pick = JsonField(plan.output, "recommended");
+  EXPECT_EQ(JsonField(pick, "way"), "single-process") << pick;  // tiny fits anywhere
+  EXPECT_NE(JsonField(pick, "command").find("--single-process"), std::string::npos) << pick;
 }
 
 TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {

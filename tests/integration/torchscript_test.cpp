@@ -113,6 +113,21 @@ TEST_P(TorchscriptTraining, PipelineEqualsSingleProcessResumeIsExactExportLoadsS
                                                     dir.path());
   if (HasFatalFailure()) return;
 
+  // A bundle's level is one opaque module: blocks are one clear line each.
+  for (const std::vector<std::string>& blocks :
+       {std::vector<std::string>{"--single-process", "--set", "train.checkpointing=blocks"},
+        std::vector<std::string>{"--set", "pipeline.activations=recompute", "--set",
+                                 "pipeline.recompute_unit=block"}}) {
+    std::vector<std::string> args{"train", "--config", SourcePath("tests/data/nnunet/empty.yaml"),
+                                  "--out", dir / "blocks"};
+    args.insert(args.end(), blocks.begin(), blocks.end());
+    const CommandResult r = Launcher(args, set);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("torchscript bundle's level is one opaque module"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "blocks")) << "no run folder for a config error";
+  }
+
   // The export holds the user's own keys: their unsplit module loads it.
   const CommandResult exported =
       Launcher({"export", "--checkpoint", dir / "pipe", "--out", dir / "model.pt"}, {});

@@ -105,8 +105,12 @@ TEST_F(Validation, ThroughTheStagesEqualsSingleProcessAndLeavesTrainingAlone) {
   const CommandResult five = Train(out / "five", parts);
   ASSERT_EQ(five.exit_code, 0) << five.output;
   std::vector<std::string> overlapped = parts;
+  // ... this one recomputing by blocks with what it keeps parked in host
+  // memory (pipeline.offload): validation passes through the same way.
   overlapped.insert(overlapped.end(),
-                    {"--set", "pipeline.schedule=1f1b", "--set", "pipeline.lock=off"});
+                    {"--set", "pipeline.schedule=1f1b", "--set", "pipeline.lock=off", "--set",
+                     "pipeline.activations=recompute", "--set", "pipeline.recompute_unit=block",
+                     "--set", "pipeline.offload=on"});
   const CommandResult five_1f1b = Train(out / "five-1f1b", overlapped);
   ASSERT_EQ(five_1f1b.exit_code, 0) << five_1f1b.output;
 

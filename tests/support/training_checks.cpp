@@ -37,9 +37,9 @@ void ExpectNothingLeft(const std::string& run) {
   }
 }
 
-void ExpectPipelineEqualsSingleProcessAndResumeIsExact(const std::string& config,
-                                                       const std::vector<std::string>& set,
-                                                       const std::string& dir) {
+void ExpectPipelineEqualsSingleProcessAndResumeIsExact(
+    const std::string& config, const std::vector<std::string>& set, const std::string& dir,
+    const std::vector<std::string>& parts_extra) {
   const CommandResult single = Train(config, {"--single-process", "--out", dir + "/single"}, set);
   ASSERT_EQ(single.exit_code, 0) << single.output;
   std::vector<std::string> pipe_set = set;
@@ -55,6 +55,7 @@ void ExpectPipelineEqualsSingleProcessAndResumeIsExact(const std::string& config
   std::vector<std::string> parts_set = set;
   for (const char* s : {"pipeline.encoder_parts=2", "pipeline.decoder_parts=2"})
     parts_set.push_back(s);
+  parts_set.insert(parts_set.end(), parts_extra.begin(), parts_extra.end());
   const CommandResult parts = Train(config, {"--out", dir + "/parts"}, parts_set);
   ASSERT_EQ(parts.exit_code, 0) << parts.output;
   EXPECT_EQ(RunDigest(dir + "/single"), RunDigest(dir + "/parts"));

@@ -1,10 +1,18 @@
-// train.checkpointing: levels. Recomputing each level in backward gives the
-// gradients and BatchNorm running statistics of plain training bit for bit
-// (fp32 and bf16 autocast), and keeps fewer tensor bytes at the peak.
+// train.checkpointing: levels and blocks, and train.offload. Recomputing each
+// level (or each block inside it) in backward, with the kept inputs on the
+// device or parked in host memory, gives the gradients and BatchNorm running
+// statistics of plain training bit for bit (fp32 and bf16 autocast, the
+// classic U-Net and both nnU-Net classes), and keeps fewer tensor bytes at
+// the peak: offloaded fewer than kept, and offloaded blocks fewer than
+// offloaded levels.
 #include "common/model/level_checkpoint.h"
 
 #include <gtest/gtest.h>
 
+#include <iostream>
+
+#include "common/config.h"
+#include "common/model/activation_offload.h"
 #include "common/model/precision.h"
 #include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
@@ -25,14 +33,22 @@ struct Trained {
   int64_t peak_bytes = 0;  // above what was live before the forward
 };
 
-Trained TrainOnce(bool checkpointing, const std::string& precision) {
-  UNet model(Model(), 7);
-  model->encoder->set_checkpointing(checkpointing);
-  model->decoder->set_checkpointing(checkpointing);
+// One forward and backward of `model` (deep supervision: every output's
+// loss), checkpointed as `unit` says.
+Trained TrainOnce(UNet model, CheckpointUnit unit, const std::string& precision,
+                  std::vector<int64_t> shape, int64_t classes, bool offload = false) {
+  model->encoder->set_checkpointing(unit);
+  model->decoder->set_checkpointing(unit);
+  ActivationOffload parked(torch::Device(torch::kCPU));
+  if (offload) {
+    model->encoder->set_offload(&parked);
+    model->decoder->set_offload(&parked);
+  }
   model->train();
   torch::manual_seed(3);
-  const torch::Tensor x = torch::randn({4, 4, 64, 64});
-  const torch::Tensor target = torch::randint(0, 3, {4, 64, 64});
+  const torch::Tensor x = torch::randn(shape);  // (N, C, *S)
+  shape.erase(shape.begin() + 1);
+  const torch::Tensor target = torch::randint(0, classes, shape);  // (N, *S)
   const torch::Device cpu(torch::kCPU);
   TrainConfig t;
   t.precision = precision;
@@ -41,14 +57,27 @@ Trained TrainOnce(bool checkpointing, const std::string& precision) {
   torch::Tensor loss;
   {
     AutocastScope autocast(t, cpu);
-    loss = torch::nn::functional::cross_entropy(model->forward(x)[0], target);
+    const std::vector<torch::Tensor> out = model->forward(x);
+    loss = torch::nn::functional::cross_entropy(out[0], target);
+    for (size_t i = 1; i < out.size(); ++i)
+      if (out[i].defined()) loss = loss + out[i].to(torch::kFloat32).square().mean();
   }
   loss.backward();
+  if (offload) {
+    EXPECT_GT(parked.copied_out_bytes(), 0);
+    EXPECT_EQ(parked.copied_in_bytes(), parked.copied_out_bytes()) << "each unit fetched once";
+    parked.Clear();
+    EXPECT_EQ(parked.parked_bytes(), 0);
+  }
   Trained r;
   r.peak_bytes = TensorBytesOn(cpu).peak - before;
   r.state = NamedState(*model);
   for (const auto& p : model->parameters()) r.grads.push_back(p.grad());
   return r;
+}
+
+Trained TrainClassic(CheckpointUnit unit, const std::string& precision, bool offload = false) {
+  return TrainOnce(UNet(Model(), 7), unit, precision, {4, 4, 64, 64}, 3, offload);
 }
 
 void ExpectSame(const Trained& plain, const Trained& ckpt) {
@@ -65,20 +94,113 @@ void ExpectSame(const Trained& plain, const Trained& ckpt) {
 
 TEST(LevelCheckpoint, SameGradientsAndStatisticsBitForBit) {
   InstallTensorAccounting();
-  ExpectSame(TrainOnce(false, "fp32"), TrainOnce(true, "fp32"));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, "fp32"),
+             TrainClassic(CheckpointUnit::kLevel, "fp32"));
 }
 
 TEST(LevelCheckpoint, SameUnderAutocast) {
   InstallTensorAccounting();
-  ExpectSame(TrainOnce(false, "bf16"), TrainOnce(true, "bf16"));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, "bf16"),
+             TrainClassic(CheckpointUnit::kLevel, "bf16"));
 }
+
+TEST(LevelCheckpoint, BlocksGiveTheSameGradientsAndStatistics) {
+  InstallTensorAccounting();
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, "fp32"),
+             TrainClassic(CheckpointUnit::kBlock, "fp32"));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, "bf16"),
+             TrainClassic(CheckpointUnit::kBlock, "bf16"));
+}
+
+// Offloaded, the kept inputs wait in (uncounted) host memory: the same bits,
+// fewer tensor bytes at the peak.
+TEST(LevelCheckpoint, OffloadGivesTheSameBitsWithLessOnTheDevice) {
+  InstallTensorAccounting();
+  const Trained plain = TrainClassic(CheckpointUnit::kNone, "fp32");
+  for (CheckpointUnit unit : {CheckpointUnit::kLevel, CheckpointUnit::kBlock}) {
+    const Trained kept = TrainClassic(unit, "fp32");
+    const Trained parked = TrainClassic(unit, "fp32", /*offload=*/true);
+    ExpectSame(plain, parked);
+    EXPECT_LT(parked.peak_bytes, kept.peak_bytes)
+        << "kept " << kept.peak_bytes << " B, offloaded " << parked.peak_bytes << " B";
+  }
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, "bf16"),
+             TrainClassic(CheckpointUnit::kBlock, "bf16", /*offload=*/true));
+}
+
+// The host buffers are a pool: a second step reuses the first's.
+TEST(ActivationOffload, FetchesWhatItParkedAndReusesItsBuffers) {
+  InstallTensorAccounting();
+  ActivationOffload offload(torch::Device(torch::kCPU));
+  const torch::Tensor a = torch::randn({2, 3, 8, 8}), b = torch::randn({2, 6, 4, 4});
+  for (int step = 0; step < 2; ++step) {
+    const int ha = offload.Park({a});
+    const int hb = offload.Park({b, a});
+    EXPECT_EQ(offload.parked_bytes(), static_cast<int64_t>(2 * a.nbytes() + b.nbytes()));
+    const std::vector<torch::Tensor> back_b = offload.Fetch(hb);
+    ASSERT_EQ(back_b.size(), 2u);
+    EXPECT_TRUE(torch::equal(back_b[0], b));
+    EXPECT_TRUE(torch::equal(back_b[1], a));
+    EXPECT_NE(back_b[1].data_ptr(), a.data_ptr()) << "a copy, not the original";
+    EXPECT_TRUE(torch::equal(offload.Fetch(ha)[0], a));
+    EXPECT_THROW(offload.Fetch(7), std::logic_error);
+    offload.Clear();
+    EXPECT_EQ(offload.parked_bytes(), 0);
+  }
+  EXPECT_EQ(offload.copied_out_bytes(), static_cast<int64_t>(2 * (2 * a.nbytes() + b.nbytes())));
+}
+
+// nnU-Net's blocks: a conv block each (PlainConvUNet, BatchNorm), the stem
+// and each residual block (ResidualEncoderUNet), the decoder's upsampling
+// with its first conv block; deep supervision's heads outside.
+class NnunetBlocks : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NnunetBlocks, SameGradientsAndStatisticsAsPlainTraining) {
+  InstallTensorAccounting();
+  const Config config = LoadConfigFromString(
+      "{}", "test",
+      {"model.kind=nnunet",
+       std::string("model.plans=") + UP_SOURCE_DIR + "/tests/data/nnunet/tiny_plans.json",
+       std::string("model.configuration=") + GetParam(), "model.in_channels=2",
+       "model.num_classes=3"});
+  std::vector<int64_t> shape{2, 2};
+  for (int s : config.data.size) shape.push_back(s);
+  auto model = [&] {
+    UNet m(config.model, 5, /*deep_supervision=*/true);
+    torch::NoGradGuard no_grad;  // away from the zeroed residual norms
+    torch::manual_seed(11);
+    for (auto& p : m->parameters()) p.add_(0.1 * torch::randn_like(p));
+    return m;
+  };
+  const Trained plain = TrainOnce(model(), CheckpointUnit::kNone, "fp32", shape, 3);
+  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kLevel, "fp32", shape, 3));
+  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, "fp32", shape, 3));
+  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, "fp32", shape, 3, /*offload=*/true));
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, NnunetBlocks,
+                         ::testing::Values("2d", "2d_res", "3d_fullres", "3d_plain"));
 
 TEST(LevelCheckpoint, KeepsFewerBytesAtThePeak) {
   InstallTensorAccounting();
-  const Trained plain = TrainOnce(false, "fp32");
-  const Trained ckpt = TrainOnce(true, "fp32");
-  EXPECT_LT(ckpt.peak_bytes, plain.peak_bytes * 3 / 4)
-      << "plain " << plain.peak_bytes << " B, checkpointed " << ckpt.peak_bytes << " B";
+  const Trained plain = TrainClassic(CheckpointUnit::kNone, "fp32");
+  const Trained levels = TrainClassic(CheckpointUnit::kLevel, "fp32");
+  EXPECT_LT(levels.peak_bytes, plain.peak_bytes * 3 / 4)
+      << "plain " << plain.peak_bytes << " B, levels " << levels.peak_bytes << " B";
+  // Parked, the kept inputs leave the device. Blocks keep more inputs (the
+  // tensors between blocks) to rebuild less at a time: parked too, they hold
+  // no more than levels (here about the same: autograd frees a level's
+  // second block as its backward passes, and the first, with the
+  // upsampling and the concatenation, is most of the full-resolution level).
+  const Trained levels_parked = TrainClassic(CheckpointUnit::kLevel, "fp32", /*offload=*/true);
+  const Trained blocks_parked = TrainClassic(CheckpointUnit::kBlock, "fp32", /*offload=*/true);
+  EXPECT_LT(levels_parked.peak_bytes, levels.peak_bytes);
+  EXPECT_LE(blocks_parked.peak_bytes, levels_parked.peak_bytes)
+      << "levels " << levels_parked.peak_bytes << " B, blocks " << blocks_parked.peak_bytes
+      << " B, both offloaded";
+  std::cout << "peak tensor bytes: plain " << plain.peak_bytes << ", levels " << levels.peak_bytes
+            << ", levels offloaded " << levels_parked.peak_bytes << ", blocks offloaded "
+            << blocks_parked.peak_bytes << "\n";
 }
 
 TEST(LevelCheckpoint, WithoutGradModeItIsThePlainForward) {
@@ -87,9 +209,20 @@ TEST(LevelCheckpoint, WithoutGradModeItIsThePlainForward) {
   torch::NoGradGuard no_grad;
   const torch::Tensor x = torch::randn({1, 4, 32, 32});
   const torch::Tensor plain = model->forward(x)[0];
-  model->encoder->set_checkpointing(true);
-  model->decoder->set_checkpointing(true);
-  EXPECT_TRUE(torch::equal(plain, model->forward(x)[0]));
+  for (CheckpointUnit unit : {CheckpointUnit::kLevel, CheckpointUnit::kBlock}) {
+    model->encoder->set_checkpointing(unit);
+    model->decoder->set_checkpointing(unit);
+    EXPECT_TRUE(torch::equal(plain, model->forward(x)[0]));
+  }
+}
+
+TEST(LevelCheckpoint, UnitsByName) {
+  EXPECT_EQ(CheckpointUnitOf("off"), CheckpointUnit::kNone);
+  EXPECT_EQ(CheckpointUnitOf("levels"), CheckpointUnit::kLevel);
+  EXPECT_EQ(CheckpointUnitOf("level"), CheckpointUnit::kLevel);
+  EXPECT_EQ(CheckpointUnitOf("blocks"), CheckpointUnit::kBlock);
+  EXPECT_EQ(CheckpointUnitOf("block"), CheckpointUnit::kBlock);
+  EXPECT_THROW(CheckpointUnitOf("layers"), std::invalid_argument);
 }
 
 }  // namespace

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/model/unet.h"
@@ -49,18 +53,102 @@ TEST(MemoryPlan, ActivationsByHandOnATinyModel) {
   EXPECT_EQ(DecoderCounts(c).activation_elements, 192 + 64);
 }
 
+// The rows in their order, by name.
+const PlanRow& RowNamed(const std::vector<PlanRow>& rows, const std::string& name) {
+  for (const PlanRow& r : rows)
+    if (r.name == name) return r;
+  throw std::runtime_error("no row " + name);
+}
+
+const std::vector<std::string> kRowNames{"single-process",
+                                         "single-process checkpointing",
+                                         "single-process checkpointing blocks",
+                                         "single-process offload",
+                                         "pipeline keep",
+                                         "pipeline recompute",
+                                         "pipeline recompute blocks",
+                                         "pipeline offload"};
+
 TEST(MemoryPlan, Brats16gNeedsThePipelineOnA16GiBCard) {
   const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
   const auto rows = PlanMemory(c, ParseBytes("16GiB"));
-  ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(rows[0].name, "single-process");
-  EXPECT_FALSE(rows[0].fits) << FormatBytes(rows[0].peak_bytes);
-  EXPECT_EQ(rows[1].name, "single-process checkpointing");
-  EXPECT_LT(rows[1].peak_bytes, rows[0].peak_bytes);
-  EXPECT_EQ(rows[3].name, "pipeline recompute");
-  EXPECT_TRUE(rows[3].fits) << FormatBytes(rows[3].peak_bytes);
-  EXPECT_LT(rows[3].peak_bytes, rows[0].peak_bytes);
-  EXPECT_GE(rows[2].peak_bytes, rows[3].peak_bytes) << "keep holds more than recompute";
+  ASSERT_EQ(rows.size(), kRowNames.size());
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].name, kRowNames[i]);
+  const PlanRow& single = RowNamed(rows, "single-process");
+  EXPECT_FALSE(single.fits) << FormatBytes(single.peak_bytes);
+  EXPECT_LT(RowNamed(rows, "single-process checkpointing").peak_bytes, single.peak_bytes);
+  const PlanRow& recompute = RowNamed(rows, "pipeline recompute");
+  EXPECT_TRUE(recompute.fits) << FormatBytes(recompute.peak_bytes);
+  EXPECT_LT(recompute.peak_bytes, single.peak_bytes);
+  EXPECT_GE(RowNamed(rows, "pipeline keep").peak_bytes, recompute.peak_bytes)
+      << "keep holds more than recompute";
+  // How to train each way, and what it costs.
+  EXPECT_TRUE(single.single_process);
+  EXPECT_EQ(RowNamed(rows, "single-process checkpointing blocks").sets,
+            std::vector<std::string>{"train.checkpointing=blocks"});
+  EXPECT_EQ(recompute.processes, 2);
+  EXPECT_TRUE(recompute.recomputes);
+  EXPECT_FALSE(RowNamed(rows, "pipeline keep").recomputes);
+  const PlanRow& offload = RowNamed(rows, "pipeline offload");
+  EXPECT_TRUE(offload.offload);
+  EXPECT_EQ(offload.sets,
+            (std::vector<std::string>{"pipeline.park=always", "pipeline.activations=recompute",
+                                      "pipeline.recompute_unit=block", "pipeline.offload=on"}));
+  // Offloaded, only the unit being rebuilt is on the device.
+  EXPECT_LT(offload.peak_bytes, RowNamed(rows, "pipeline recompute blocks").peak_bytes);
+  EXPECT_LT(RowNamed(rows, "single-process offload").peak_bytes,
+            RowNamed(rows, "single-process checkpointing blocks").peak_bytes);
+}
+
+// The floor is one unit of one sample: below every way's peak, and a block
+// is smaller than a level.
+TEST(MemoryPlan, TheFloorIsBelowEveryWay) {
+  const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
+  const int64_t floor = FloorBytes(c);
+  EXPECT_GT(floor, 0);
+  for (const PlanRow& r : PlanMemory(c, ParseBytes("16GiB")))
+    EXPECT_GT(r.tensor_estimate(), floor) << r.name;
+  const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
+  EXPECT_LT(enc.largest_block, enc.largest_level);
+  EXPECT_LT(dec.largest_block, dec.largest_level);
+  EXPECT_LT(enc.checkpoint_elements, enc.block_checkpoint_elements);
+}
+
+// Least extra work first: no recompute, then fewest processes, then levels.
+TEST(MemoryPlan, RecommendsTheLeastExtraWorkThatFits) {
+  const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
+  std::vector<PlanRow> rows = PlanMemory(c, ParseBytes("16GiB"));
+  auto fit_only = [&](const std::vector<std::string>& names) {
+    for (PlanRow& r : rows) r.fits = std::find(names.begin(), names.end(), r.name) != names.end();
+  };
+  const int64_t budget = ParseBytes("16GiB");
+  fit_only(kRowNames);
+  EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "single-process");
+  fit_only({"pipeline keep", "single-process checkpointing", "pipeline recompute"});
+  Recommendation r = Recommend(c, rows, std::nullopt, 1, budget);
+  EXPECT_EQ(r.way, "pipeline keep") << "no recompute beats fewer processes";
+  EXPECT_NE(r.reason.find("single-process needs"), std::string::npos) << r.reason;
+  fit_only({"single-process checkpointing blocks", "pipeline recompute"});
+  EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "single-process checkpointing blocks");
+  fit_only({"single-process offload", "pipeline recompute"});
+  EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "pipeline recompute")
+      << "no offload beats fewer processes";
+  fit_only({"pipeline offload", "single-process offload"});
+  EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "single-process offload");
+  fit_only({"pipeline recompute blocks", "pipeline recompute"});
+  r = Recommend(c, rows, std::nullopt, 1, budget);
+  EXPECT_EQ(r.way, "pipeline recompute");
+  EXPECT_FALSE(r.single_process);
+  // brats16g recomputes already: only what differs from the config.
+  EXPECT_EQ(r.sets, (std::vector<std::string>{"pipeline.park=always"}));
+  fit_only({});
+  r = Recommend(c, rows, PlanParts(c), 1, budget);
+  EXPECT_EQ(r.way, "pipeline parts");
+  EXPECT_TRUE(r.fits);
+  r = Recommend(c, rows, std::nullopt, 123 << 20, budget);
+  EXPECT_EQ(r.way, "none");
+  EXPECT_FALSE(r.fits);
+  EXPECT_NE(r.reason.find("123"), std::string::npos) << r.reason;
 }
 
 // nnU-Net plans are planned by formula (the network's own level counts):
@@ -79,10 +167,42 @@ TEST(MemoryPlan, NnunetPlansByFormula) {
     EXPECT_EQ(EncoderCounts(c).parameters, Numel(*enc)) << configuration;
     EXPECT_EQ(DecoderCounts(c).parameters, Numel(*dec)) << configuration;
     const auto rows = PlanMemory(c, ParseBytes("16GiB"));
-    ASSERT_EQ(rows.size(), 4u);
+    ASSERT_EQ(rows.size(), kRowNames.size());
     for (const PlanRow& r : rows) EXPECT_GT(r.activation_bytes, 0) << configuration << r.name;
-    EXPECT_LT(rows[1].peak_bytes, rows[0].peak_bytes) << configuration;
-    EXPECT_LE(rows[3].peak_bytes, rows[2].peak_bytes) << configuration;
+    EXPECT_LT(RowNamed(rows, "single-process checkpointing").peak_bytes,
+              RowNamed(rows, "single-process").peak_bytes)
+        << configuration;
+    EXPECT_LE(RowNamed(rows, "pipeline recompute").peak_bytes,
+              RowNamed(rows, "pipeline keep").peak_bytes)
+        << configuration;
+    EXPECT_GT(FloorBytes(c), 0) << configuration;
+  }
+}
+
+// A way's --set overrides name what differs from the config, defaults
+// included, so a probe or the recommended command trains that way whatever
+// the config says.
+TEST(MemoryPlan, WaySetsSayWhatDiffersFromTheConfig) {
+  const std::vector<std::string> base{"pipeline.recompute_unit=block", "pipeline.offload=on",
+                                      "train.checkpointing=levels"};
+  const std::string path = std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml";
+  const Config c = LoadConfig(path, base);
+  EXPECT_EQ(WaySets(c, false, {"pipeline.park=always", "pipeline.activations=keep"}),
+            (std::vector<std::string>{"pipeline.activations=keep", "pipeline.recompute_unit=level",
+                                      "pipeline.offload=off", "train.checkpointing=off",
+                                      "pipeline.park=always"}));
+  EXPECT_EQ(WaySets(c, false,
+                    {"pipeline.activations=recompute", "pipeline.recompute_unit=block",
+                     "pipeline.offload=on"}),
+            std::vector<std::string>{"train.checkpointing=off"});
+  EXPECT_EQ(WaySets(c, true, {}), std::vector<std::string>{"train.checkpointing=off"});
+  EXPECT_EQ(WaySets(c, true, {"train.checkpointing=blocks", "train.offload=on"}),
+            (std::vector<std::string>{"train.checkpointing=blocks", "train.offload=on"}));
+  // Each way's overrides on top of the config's load: the way is a valid config.
+  for (const PlanRow& r : PlanMemory(c, ParseBytes("16GiB"))) {
+    std::vector<std::string> sets = base;
+    for (const std::string& s : WaySets(c, r.single_process, r.sets)) sets.push_back(s);
+    EXPECT_NO_THROW(LoadConfig(path, sets)) << r.name;
   }
 }
 
@@ -111,7 +231,7 @@ TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
     const PartsPlan two = PlanParts(c);
     ASSERT_EQ(two.stages.size(), 2u);
     EXPECT_EQ(two.stages[0].key, "encoder");
-    EXPECT_EQ(two.shared_device_bytes, rows[std::string(policy) == "keep" ? 2 : 3].peak_bytes)
+    EXPECT_EQ(two.shared_device_bytes, RowNamed(rows, std::string("pipeline ") + policy).peak_bytes)
         << policy;
     const PartsPlan six =
         PlanParts(LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml",
