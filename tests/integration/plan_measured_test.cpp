@@ -114,8 +114,9 @@ TEST(PlanMeasured, PartsAreMeasuredStageByStage) {
 }
 
 TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {
-  // 128x128 from probes at 32x64 and 64x64.
-  PlanMatchesRuns(SourcePath("configs/tiny.yaml"), {"--set", "data.size=[128,128]"}, "4096");
+  // 128x128 from probes at 64x64 and 64x128 (below those, the deep levels'
+  // constant transients set the encoder's peak and the line bends).
+  PlanMatchesRuns(SourcePath("configs/tiny.yaml"), {"--set", "data.size=[128,128]"}, "8192");
 }
 
 TEST(PlanMeasured, ThreeDimensionalRowsPredictTheRuns) {
