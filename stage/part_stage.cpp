@@ -120,6 +120,7 @@ PartStage::Inputs PartStage::Receive(int64_t step, int mb) {
     for (const ipc::NamedTensor& t : m.tensors) in.host[t.name] = t.tensor;
     in.held.emplace_back(&link, std::move(m));
   }
+  ParkReceived(in);  // pipeline.offload: outside the device until their level runs
   return in;
 }
 
@@ -167,7 +168,6 @@ void PartStage::Forward(int64_t step, int mb) {
     kept.inputs.host[kImages] = loader_->Get(step, mb).images;  // (n, C, *S) on the host
   } else {
     kept.inputs = Receive(step, mb);
-    ParkReceived(kept.inputs);
   }
   PartTensors out;
   {
@@ -235,7 +235,6 @@ void PartStage::Backward(int64_t step, int mb) {
 double PartStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* dice_counts) {
   TraceSpan span(Str("forward+backward m", mb), "compute");
   Inputs in = Receive(step, mb);
-  ParkReceived(in);
   const PartTensors used = OnDevice(in.host, true);
   MicroBatch batch = loader_->Get(step, mb);
   torch::Tensor masks = batch.masks.to(device_);             // (n, *S)
@@ -289,7 +288,6 @@ void PartStage::ValForward(int64_t step, const ipc::Action& a) {
     case_done = batch.last;
   } else {
     in = Receive(step, a.micro_batch);
-    ParkReceived(in);
   }
   PartTensors out;
   {
@@ -311,7 +309,6 @@ void PartStage::ValPredict(int64_t step, const ipc::Action& a, ipc::TurnReport* 
   const ValidationBatch& batch = val.Batch(a.micro_batch);
   TraceSpan span(Str("validation predict v", a.micro_batch), "compute");
   Inputs in = Receive(step, a.micro_batch);
-  ParkReceived(in);
   torch::Tensor logits;  // (n, K, *w)
   {
     EvalMode eval(*module_);

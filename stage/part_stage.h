@@ -89,7 +89,8 @@ class PartStage : public TrainingStage {
   void ValForward(int64_t step, const ipc::Action& action);
   void ValPredict(int64_t step, const ipc::Action& action, ipc::TurnReport* report);
 
-  // Micro-batch `mb`'s message from every upstream link, checked against the layout.
+  // Micro-batch `mb`'s message from every upstream link, checked against the
+  // layout, and parked (ParkReceived).
   Inputs Receive(int64_t step, int mb);
   ipc::TensorMessage ReceiveChecked(Link& link, int64_t step, int mb, ipc::Direction direction);
   // The inputs as the graph takes them (ActivationParking::Leaves);
