@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
+#include "common/model/device_memory.h"
 #include "common/model/unet.h"
 
 namespace up::bench {
@@ -153,7 +154,8 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
   std::vector<std::string> sets = o.sets;
   sets.insert(sets.end(), {"train.steps=" + std::to_string(o.steps), "checkpoint.every=0",
                            "train.memory_budget=" + std::to_string(report.budget_bytes)});
-  const Config base = LoadConfig(o.config, sets);
+  Config base = LoadConfig(o.config, sets);
+  ResolveAutoDevicesHere(&base);  // where the trainers will run
   const Scaler scaler(base, o.scale);
   const std::string device = base.pipeline.encoder.device;
   TempFolder tmp;
@@ -171,7 +173,7 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
       ++row.probes;
       Probe p;
       try {
-        p.result = RunTrainer({o.config, way.single_process, s, ""}, out);
+        p.result = RunTrainer({o.config, way.single_process, s, "", {}}, out);
         p.fits = true;
       } catch (const RuntimeError& e) {
         if (std::string(e.what()).find("out of memory") == std::string::npos) throw;

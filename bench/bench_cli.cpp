@@ -2,9 +2,6 @@
 // in its own file (bench_transport, bench_step, bench_memory).
 #include "bench/bench_cli.h"
 
-// `--set key=[a,b]` is one value: vector options are not split at commas.
-// Every file that includes cxxopts defines this alike (its parsers are inline).
-#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <algorithm>
 #include <cxxopts.hpp>
 #include <iostream>

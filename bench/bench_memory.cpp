@@ -64,9 +64,9 @@ MemoryReport RunMemoryBench(const MemoryOptions& o) {
   m.runtime = IdleProcessPeakRss();
   TempFolder tmp;
   std::cerr << "bench memory: single-process run\n";
-  const TrainerResult single = RunTrainer({o.config, true, sets, ""}, tmp.path() + "/single");
+  const TrainerResult single = RunTrainer({o.config, true, sets, "", {}}, tmp.path() + "/single");
   std::cerr << "bench memory: pipeline run\n";
-  const TrainerResult pipe = RunTrainer({o.config, false, sets, ""}, tmp.path() + "/pipeline");
+  const TrainerResult pipe = RunTrainer({o.config, false, sets, "", {}}, tmp.path() + "/pipeline");
   m.trainer = PeakRss(single, "trainer");
   m.encoder = PeakRss(pipe, "encoder");
   m.decoder = PeakRss(pipe, "decoder");

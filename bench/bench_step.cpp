@@ -16,6 +16,7 @@
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
+#include "common/model/device_memory.h"
 #include "launcher/device_lock.h"
 
 namespace up::bench {
@@ -46,7 +47,7 @@ Variant MakeVariant(const StepOptions& o, const std::string& group, const std::s
     v.row.activations = p.activations;
     v.row.lock = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule) ? "on" : "off";
   }
-  v.spec = {o.config, single, sets, ""};
+  v.spec = {o.config, single, sets, "", {}};
   return v;
 }
 
@@ -284,7 +285,8 @@ StepReport RunStepBench(const StepOptions& o) {
   // fp16 on a CPU is emulated (about 30x fp32 on tiny here, 100 s a step on
   // small): a figure about the emulation, not the trainers, and an hour of
   // runs. Timed where the device has fp16 arithmetic (the GPU check).
-  const Config base = LoadConfig(o.config, o.sets);
+  Config base = LoadConfig(o.config, o.sets);
+  ResolveAutoDevicesHere(&base);  // where the trainers will run
   if (base.pipeline.encoder.device == "cpu" && base.pipeline.decoder.device == "cpu") {
     for (Variant& v : fp16) {
       v.row.built = false;

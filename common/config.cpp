@@ -658,7 +658,7 @@ class Reader {
   static bool IsDeviceName(const YAML::Node& node) {
     if (!node.IsScalar()) return false;
     const std::string& s = node.Scalar();
-    if (s == "cpu" || s == "cuda") return true;
+    if (s == "auto" || s == "cpu" || s == "cuda") return true;
     if (s.compare(0, 5, "cuda:") != 0) return false;
     const std::string index = s.substr(5);
     return !index.empty() && index.size() <= 4 &&
@@ -669,7 +669,7 @@ class Reader {
   void Device(const std::string& path, std::string* field) const {
     if (!Has(path)) return;
     if (!IsDeviceName(Node(path)))
-      FailAt(path, "", "expected cpu, cuda or cuda:N (N a device index)");
+      FailAt(path, "", "expected auto, cpu, cuda or cuda:N (N a device index)");
     *field = Node(path).Scalar();
   }
 
@@ -677,7 +677,8 @@ class Reader {
   void DeviceSeq(const std::string& path, std::vector<std::string>* field) const {
     if (!Has(path)) return;
     const YAML::Node& node = Node(path);
-    const std::string what = "expected a list of devices (cpu, cuda or cuda:N), one per stage";
+    const std::string what =
+        "expected a list of devices (auto, cpu, cuda or cuda:N), one per stage";
     if (node.IsNull()) {
       field->clear();
       return;
@@ -879,7 +880,8 @@ void ReadModel(const Reader& r, Config* c) {
                    std::to_string(m->nnunet.dims));
   }
   m->dims = m->nnunet.dims;
-  c->train.deep_supervision = true;  // as nnU-Net trains
+  c->train.deep_supervision = true;  // as nnU-Net trains,
+  c->train.loss = "ce_dice";         // with its Dice + CE (DC_and_CE_loss)
 }
 
 void ReadData(const Reader& r, int dims, DataConfig* d) {
@@ -1229,6 +1231,32 @@ std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces)
 }
 
 const std::vector<std::string>& ConfigKeys() { return LeafKeys(); }
+
+AutoDevices ResolveAutoDevices(Config* config, int cuda_devices, bool cuda_built) {
+  PipelineConfig& p = config->pipeline;
+  std::vector<std::string*> fields{&p.encoder.device, &p.decoder.device};
+  for (std::string& d : p.devices) fields.push_back(&d);
+  AutoDevices out;
+  for (std::string* d : fields) {
+    if (*d != "auto") continue;
+    out.chosen = cuda_devices > 0 ? "cuda" : "cpu";
+    *d = out.chosen;
+  }
+  if (out.chosen.empty()) return out;
+  if (cuda_devices > 0) {
+    out.why = "device auto: cuda (LibTorch sees " + std::to_string(cuda_devices) +
+              " CUDA device(s); the stages use cuda:0";
+    if (p.stages() > 1 && p.devices.empty()) out.why += " and take turns on it";
+    out.why += "; pipeline.devices spreads them over more)";
+  } else if (cuda_built) {
+    out.why =
+        "device auto: cpu (this LibTorch has CUDA but sees no CUDA device: no GPU, no driver, "
+        "or CUDA_VISIBLE_DEVICES hides them)";
+  } else {
+    out.why = "device auto: cpu (this LibTorch was built without CUDA)";
+  }
+  return out;
+}
 
 std::string DumpConfig(const Config& c) {
   std::string out;

@@ -110,8 +110,8 @@ struct CheckpointConfig {
 };
 
 struct StagePlacement {
-  std::string device = "cpu";  // cpu | cuda | cuda:N
-  int node = 0;                // node rank that runs the stage, >= 0
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N (auto: see ResolveAutoDevices)
+  int node = 0;                 // node rank that runs the stage, >= 0
 };
 
 struct PipelineConfig {
@@ -142,8 +142,8 @@ struct PipelineConfig {
   std::string placement = "listed";
   std::vector<std::string> devices;  // empty: the two-stage keys below
   std::vector<int> nodes;
-  StagePlacement encoder{"cpu", 0};  // every encoder part, unless pipeline.devices says
-  StagePlacement decoder{"cpu", 0};
+  StagePlacement encoder{"auto", 0};  // every encoder part, unless pipeline.devices says
+  StagePlacement decoder{"auto", 0};
   int stages() const { return encoder_parts + decoder_parts; }
 };
 
@@ -173,6 +173,17 @@ Config LoadConfigFromString(const std::string& yaml_text, const std::string& ori
 // "model.features=[8" and "16]": a piece is joined back onto the previous one
 // while that has an open [ or {, or when the piece has no '=' of its own.
 std::vector<std::string> RejoinOverrides(const std::vector<std::string>& pieces);
+
+// `auto` devices (the default) made concrete for this machine: "cuda" (every
+// stage on the first GPU, taking turns under the pipeline's defaults) when
+// LibTorch sees `cuda_devices` > 0, else "cpu". Changes every auto in
+// pipeline.stages.*.device and pipeline.devices; `why` is the line the
+// launcher logs first ("" when nothing was auto). Pure: the caller counts.
+struct AutoDevices {
+  std::string chosen;  // "cuda" | "cpu"; "" when nothing was auto
+  std::string why;
+};
+AutoDevices ResolveAutoDevices(Config* config, int cuda_devices, bool cuda_built);
 
 // Every key LoadConfig reads ("model.dims", ...), in dump order.
 const std::vector<std::string>& ConfigKeys();

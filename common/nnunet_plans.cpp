@@ -19,7 +19,7 @@ namespace {
   throw UsageError("config: " + where + ": " + what);
 }
 
-std::string Render(const YAML::Node& node) {
+std::string FlowText(const YAML::Node& node) {
   YAML::Emitter out;
   out << YAML::Flow << node;
   return out.c_str();
@@ -32,7 +32,7 @@ std::string ShortName(const std::string& dotted) {
 }
 
 long long Integer(const YAML::Node& node, const std::string& where) {
-  if (!node.IsScalar()) Fail(where, Render(node) + " is not an integer");
+  if (!node.IsScalar()) Fail(where, FlowText(node) + " is not an integer");
   try {
     size_t used = 0;
     const long long v = std::stoll(node.Scalar(), &used);
@@ -51,7 +51,7 @@ int Bounded(const YAML::Node& node, const std::string& where, long long max) {
 }
 
 double Number(const YAML::Node& node, const std::string& where) {
-  if (!node.IsScalar()) Fail(where, Render(node) + " is not a number");
+  if (!node.IsScalar()) Fail(where, FlowText(node) + " is not a number");
   try {
     size_t used = 0;
     const double v = std::stod(node.Scalar(), &used);
@@ -68,7 +68,7 @@ bool Boolean(const YAML::Node& node, const std::string& where) {
     if (s == "true" || s == "True") return true;
     if (s == "false" || s == "False") return false;
   }
-  Fail(where, Render(node) + " is not true or false");
+  Fail(where, FlowText(node) + " is not true or false");
 }
 
 // One `item` for each entry of a list, or `count` copies of one for a
@@ -111,7 +111,7 @@ std::vector<std::vector<int>> PerStageAxis(const YAML::Node& node, size_t count,
         n, axes, w,
         [max](const YAML::Node& x, const std::string& xw) { return Bounded(x, xw, max); },
         [&](size_t has) {
-          return Render(n) + " has " + std::to_string(has) + " axes; the conv_op is " +
+          return FlowText(n) + " has " + std::to_string(has) + " axes; the conv_op is " +
                  std::to_string(dims) + "-D";
         });
   };
@@ -123,7 +123,7 @@ std::vector<std::vector<int>> PerStageAxis(const YAML::Node& node, size_t count,
 // null -> "".
 std::string OpName(const YAML::Node& node, const std::string& where) {
   if (!node.IsDefined() || node.IsNull()) return "";
-  if (!node.IsScalar()) Fail(where, Render(node) + " is not an op name");
+  if (!node.IsScalar()) Fail(where, FlowText(node) + " is not an op name");
   return ShortName(node.Scalar());
 }
 
@@ -144,7 +144,7 @@ void ReadNorm(const YAML::Node& kw, int dims, NnunetArchitecture* a, const std::
   }
   const YAML::Node args = kw["norm_op_kwargs"];
   if (!args.IsDefined() || args.IsNull()) return;
-  if (!args.IsMap()) Fail(where + ".norm_op_kwargs", Render(args) + " is not a mapping");
+  if (!args.IsMap()) Fail(where + ".norm_op_kwargs", FlowText(args) + " is not a mapping");
   for (const auto& kv : args) {
     const std::string key = kv.first.Scalar();
     const std::string w = where + ".norm_op_kwargs." + key;
@@ -174,7 +174,7 @@ void ReadNonlin(const YAML::Node& kw, NnunetArchitecture* a, const std::string& 
   }
   const YAML::Node args = kw["nonlin_kwargs"];
   if (!args.IsDefined() || args.IsNull()) return;
-  if (!args.IsMap()) Fail(where + ".nonlin_kwargs", Render(args) + " is not a mapping");
+  if (!args.IsMap()) Fail(where + ".nonlin_kwargs", FlowText(args) + " is not a mapping");
   for (const auto& kv : args) {
     const std::string key = kv.first.Scalar();
     const std::string w = where + ".nonlin_kwargs." + key;
@@ -281,7 +281,7 @@ NnunetArchitecture ParseNnunetArchitecture(const YAML::Node& node, const std::st
   ReadNorm(kw, a.dims, &a, w);
   if (!OpName(kw["dropout_op"], w + ".dropout_op").empty())
     Fail(w + ".dropout_op",
-         Render(kw["dropout_op"]) +
+         FlowText(kw["dropout_op"]) +
              ": dropout is not built (it would make the stages draw different random masks "
              "from the single-process trainer); set it to null, as nnU-Net's planners do");
   ReadNonlin(kw, &a, w);

@@ -1,6 +1,9 @@
 // See decoder_stage.h.
 #include "decoder_proc/decoder_stage.h"
 
+#include "decoder_proc/decoder_main.h"
+#include "stage/stage_worker.h"
+
 #include "common/errors.h"
 
 namespace up {
@@ -27,6 +30,12 @@ DecoderStage::DecoderStage(const stage::StageContext& ctx, UNetDecoder part)
 
 PartTensors DecoderStage::Compute(const PartTensors& inputs) {
   return model_->ForwardPart(inputs);  // up{i} and logits{i} by level
+}
+
+int DecoderProcMain(int argc, char** argv) {
+  return stage::StageMain(argc, argv, "decoder", [](const stage::StageContext& ctx) {
+    return std::make_unique<DecoderStage>(ctx);
+  });
 }
 
 }  // namespace up

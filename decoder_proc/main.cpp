@@ -1,8 +1,4 @@
 // decoder_proc: the decoder stage (one decoder part) as a process. Started by `unet-pipeline`.
-#include "decoder_proc/decoder_stage.h"
+#include "decoder_proc/decoder_main.h"
 
-int main(int argc, char** argv) {
-  return up::stage::StageMain(argc, argv, "decoder", [](const up::stage::StageContext& ctx) {
-    return std::make_unique<up::DecoderStage>(ctx);
-  });
-}
+int main(int argc, char** argv) { return up::DecoderProcMain(argc, argv); }

@@ -1,6 +1,9 @@
 // See encoder_stage.h.
 #include "encoder_proc/encoder_stage.h"
 
+#include "encoder_proc/encoder_main.h"
+#include "stage/stage_worker.h"
+
 #include "common/errors.h"
 
 namespace up {
@@ -28,6 +31,12 @@ EncoderStage::EncoderStage(const stage::StageContext& ctx, UNetEncoder part)
 
 PartTensors EncoderStage::Compute(const PartTensors& inputs) {
   return model_->ForwardPart(inputs.at(input_));  // from (n, C, *S / scale[lo-1])
+}
+
+int EncoderProcMain(int argc, char** argv) {
+  return stage::StageMain(argc, argv, "encoder", [](const stage::StageContext& ctx) {
+    return std::make_unique<EncoderStage>(ctx);
+  });
 }
 
 }  // namespace up

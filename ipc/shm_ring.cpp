@@ -315,7 +315,7 @@ WriteSlot ShmRing::BeginWrite(const MessageMeta& meta, const std::vector<TensorS
   pending_n_ = static_cast<uint32_t>(specs.size());
   pending_payload_bytes_ = payload;
   write_pending_ = true;
-  WriteSlot slot{seq, meta, {}};
+  WriteSlot slot{seq, meta, {}, {}};
   unsigned char* data = slot_payload(seq);
   slot.tensor_data.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {

@@ -5,9 +5,6 @@
 
 #include <cstring>
 #include <ctime>
-// `--set key=[a,b]` is one value: vector options are not split at commas.
-// Every file that includes cxxopts defines this alike (its parsers are inline).
-#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
@@ -21,6 +18,7 @@
 #include "common/model/bundle_unet.h"
 #include "common/model/checkpoint.h"
 #include "common/model/device_memory.h"
+#include "common/model/tensor_accounting.h"
 #include "common/plot_svg.h"
 #include "common/run_dir.h"
 #include "launcher/node_agent.h"
@@ -74,6 +72,17 @@ std::string DefaultOut(const std::string& config_path) {
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
   const std::string stem = config_path.empty() ? "run" : fs::path(config_path).stem().string();
   return (fs::path("runs") / (stem + "-" + stamp)).string();
+}
+
+// Every device this node's processes would use exists (single-process: the
+// encoder's, which runs the whole model), checked like the data before the
+// run folder is made: `cuda` on a machine without one is one line, exit 2.
+void CheckDevices(const Config& config, bool single_process, int node = 0) {
+  if (single_process) {
+    ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device");
+    return;
+  }
+  CheckStageDevices(config, node);
 }
 
 // Every file of a folder or NIfTI dataset is checked here, before the run
@@ -152,7 +161,10 @@ int Train(int argc, char** argv) {
     }
     if (!args.count("config")) throw UsageError("train needs --config FILE");
     const std::string path = args["config"].as<std::string>();
-    const Config config = LoadConfig(path, overrides);
+    Config config = LoadConfig(path, overrides);
+    const AutoDevices auto_devices = ResolveAutoDevicesHere(&config);
+    if (!auto_devices.why.empty()) LogInfo(auto_devices.why);
+    CheckDevices(config, false, nodes.node_rank);
     CheckData(config);  // this node's copy of the data
     StopSignals stop;
     return RunNodeAgent(config, nodes,
@@ -164,6 +176,9 @@ int Train(int argc, char** argv) {
   Config config;
   std::optional<CheckpointRef> resume;
   std::optional<RunDir> run;
+  std::string device_note;   // how `auto` was resolved, the log's first line
+  bool made_folder = false;  // the run folder is this run's own (not --resume, not a user's)
+  const bool single_process = args.count("single-process") > 0;
   if (args.count("resume")) {
     if (args.count("config") || args.count("out")) {
       throw UsageError(
@@ -171,6 +186,8 @@ int Train(int argc, char** argv) {
     }
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
+    device_note = ResolveAutoDevicesHere(&config).why;  // an --set ...device=auto
+    CheckDevices(config, single_process);
     CheckData(config);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
@@ -185,13 +202,18 @@ int Train(int argc, char** argv) {
     if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
+    device_note = ResolveAutoDevicesHere(&config).why;
+    CheckDevices(config, single_process);  // before the run folder: a missing GPU leaves none
     CheckData(config);
-    run.emplace(RunDir::Create(args.count("out") ? args["out"].as<std::string>() : DefaultOut(path),
-                               config));
+    const std::string out = args.count("out") ? args["out"].as<std::string>() : DefaultOut(path);
+    std::error_code ec;
+    made_folder = !fs::exists(out, ec);
+    run.emplace(RunDir::Create(out, config));
     KeepNnunetPlans(run->path(), config);  // for `export --format nnunet`
   }
   torch::set_num_threads(config.train.threads);
   AddLogFile((fs::path(run->path()) / "launcher.log").string());
+  if (!device_note.empty()) LogInfo(device_note);
   LogInfo(Str("run folder ", run->path()));
 
   DebugOutputs debug;
@@ -216,10 +238,18 @@ int Train(int argc, char** argv) {
     // A failure while running loses nothing already saved: say where it is.
     std::optional<CheckpointRef> saved;
     try {
-      if (e.exit_code() == 1) saved = FindLatestCheckpoint(run->path(), config, [](auto&) {});
+      saved = FindLatestCheckpoint(run->path(), config, [](auto&) {});
     } catch (const Error&) {
       // Only a hint: the original error is what matters.
     }
+    // A config refused before the first step (exit 2) leaves no run folder
+    // behind when it made one: nothing in it is worth keeping.
+    if (e.exit_code() == 2 && made_folder && !saved) {
+      std::error_code ec;
+      fs::remove_all(run->path(), ec);
+      throw;
+    }
+    if (e.exit_code() != 1) saved.reset();
     if (saved) {
       throw RuntimeError(Str(e.what(), "; checkpoint step-", saved->step,
                              " is intact: continue with --resume ", run->path()));
@@ -244,6 +274,7 @@ int Train(int argc, char** argv) {
 }  // namespace
 
 int LauncherMain(int argc, char** argv) {
+  InstallTensorAccounting();  // before the first tensor: summary.json's peak_tensor_bytes
   try {
     if (argc < 2) {
       std::cerr << kUsage << std::endl;

@@ -13,6 +13,7 @@
 
 namespace up {
 
+// Installs the tensor accounting (common/model/tensor_accounting.h) first.
 int LauncherMain(int argc, char** argv);
 
 }  // namespace up

@@ -1,8 +1,5 @@
-// Entry point of `unet-pipeline`; everything lives in the launcher library.
-#include "common/model/tensor_accounting.h"
+// Entry point of `unet-pipeline`; everything lives in the launcher library
+// (torch-free here, so this file compiles in a moment).
 #include "launcher/cli.h"
 
-int main(int argc, char** argv) {
-  up::InstallTensorAccounting();  // before the first tensor: summary.json's peak_tensor_bytes
-  return up::LauncherMain(argc, argv);
-}
+int main(int argc, char** argv) { return up::LauncherMain(argc, argv); }

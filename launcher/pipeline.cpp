@@ -589,7 +589,9 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   summary.param_digest = ParamDigest(NamedState(*enc), NamedState(*dec));
   summary.SetThroughput(start, completed, t.batch_size);
 
-  std::vector<ProcessFigures> processes{{"launcher", PeakRssBytes(), std::nullopt, std::nullopt}};
+  std::vector<ProcessFigures> processes(1);
+  processes[0].name = "launcher";
+  processes[0].peak_rss_bytes = PeakRssBytes();
   for (StageLink& s : stages.all()) {
     processes.push_back({s.key, s.peak_rss_bytes, s.device_peak_bytes, s.busy_s,
                          s.peak_tensor_bytes,

@@ -1,15 +1,39 @@
 #!/usr/bin/env bash
 # Installs everything unet-pipeline needs on Debian 12, idempotently:
 #   - Debian packages (scripts/packages.sh: TOOL_PACKAGES, the compiler, CMake,
-#     ninja, ccache, clang with its sanitizer and libFuzzer runtimes for
-#     scripts/quality.sh; LIBRARY_PACKAGES, Boost, cxxopts, spdlog, yaml-cpp,
-#     GoogleTest, libpng, Gloo headers, the NIfTI library), running
-#     `apt-get update` only when a package is missing;
+#     ninja, ccache; LIBRARY_PACKAGES, Boost, cxxopts, spdlog, yaml-cpp,
+#     GoogleTest, libpng, Gloo headers, the NIfTI library; TEST_TOOL_PACKAGES,
+#     clang with its sanitizer and libFuzzer runtimes for scripts/quality.sh),
+#     running `apt-get update` only when a package is missing;
 #   - the pinned PyPI `torch` wheel (its LibTorch is what we build against)
-#     into the project's .venv/.
+#     into the project's .venv/, and the tests' Python references.
+#   scripts/install-deps.sh           # everything (scripts/test.sh)
+#   scripts/install-deps.sh --train   # what training needs (scripts/train.sh):
+#                                     # no clang, no Python references
 # Set UP_SKIP_TORCH=1 to skip the wheel (e.g. when Torch_DIR points elsewhere).
+# Each step says what it installs; apt's and pip's output goes to
+# .install-deps.log, and a failure prints its last lines and that path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TRAIN_ONLY=0
+for arg in "$@"; do
+  case "$arg" in
+    --train) TRAIN_ONLY=1 ;;
+    *) echo "install-deps: unknown argument $arg (expected --train)" >&2; exit 2 ;;
+  esac
+done
+LOG="$PWD/.install-deps.log"
+: >"$LOG"
+# logged WHAT CMD...: runs CMD with its output in the log; on failure, says so.
+logged() {
+  local what="$1"
+  shift
+  if ! "$@" >>"$LOG" 2>&1; then
+    tail -n 15 "$LOG" >&2
+    echo "install-deps: failed while $what; the whole output is in $LOG" >&2
+    exit 1
+  fi
+}
 
 # Pinned to the GPU machine's torch (scripts/gpu-check.sh builds against that
 # machine's own LibTorch); UP_TORCH_VERSION=... tries another.
@@ -18,6 +42,7 @@ TORCH_VERSION="${UP_TORCH_VERSION:-2.11.0}"
 # shellcheck source=scripts/packages.sh
 source scripts/packages.sh
 APT_PACKAGES=("${TOOL_PACKAGES[@]}" "${LIBRARY_PACKAGES[@]}")
+[ "$TRAIN_ONLY" = 1 ] || APT_PACKAGES+=("${TEST_TOOL_PACKAGES[@]}")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -28,8 +53,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  logged "updating apt's package lists" $SUDO apt-get update -qq
+  logged "installing ${missing[*]}" \
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
@@ -51,20 +77,22 @@ PY
 if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
   if [ ! -x .venv/bin/python ]; then
     echo "install-deps: creating .venv"
-    python3 -m venv .venv
+    logged "creating .venv" python3 -m venv .venv
   fi
   if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '${TORCH_VERSION}' else 1)" 2>/dev/null; then
     echo "install-deps: installing torch==${TORCH_VERSION} into .venv (large download, once)"
-    .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
+    logged "installing torch==${TORCH_VERSION}" \
+      .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
   fi
   # The reference implementations the parity tests compare against (tests
   # only), without their optional dependencies: timm would bring a torchvision
   # that replaces the pinned torch.
   PY_TEST_PACKAGES=("dynamic-network-architectures==0.4.4" "einops==0.8.2" "numpy==2.4.6"
                     "monai==1.6.1")
-  if ! pinned_installed "${PY_TEST_PACKAGES[@]}"; then
+  if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "${PY_TEST_PACKAGES[@]}"; then
     echo "install-deps: installing the parity tests' references: ${PY_TEST_PACKAGES[*]}"
-    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
+    logged "installing the parity tests' references" \
+      .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
   fi
   # nnU-Net v2's own predictor, which the export test runs on `export
   # --format nnunet`'s folder: nnunetv2 and exactly what its predictor
@@ -80,9 +108,10 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
                          "python-dateutil==4.0.0" "scikit-image==0.26.0" "scikit-learn==1.9.1"
                          "scipy==1.17.1" "seaborn==0.13.2" "simpleitk==2.5.7" "six==1.17.0"
                          "threadpoolctl==3.8.0" "tifffile==2026.3.3" "tqdm==4.70.1")
-  if ! pinned_installed "${PY_PREDICTOR_PACKAGES[@]}"; then
+  if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "${PY_PREDICTOR_PACKAGES[@]}"; then
     echo "install-deps: installing nnU-Net's predictor for the export test (nnunetv2 and what it imports)"
-    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+    logged "installing nnU-Net's predictor" \
+      .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
       "${PY_PREDICTOR_PACKAGES[@]}"
   fi
 fi

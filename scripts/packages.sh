@@ -13,6 +13,10 @@
 TOOL_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
+)
+# Only for the tests' quality gates (scripts/quality.sh): scripts/train.sh
+# (install-deps.sh --train) leaves them out.
+TEST_TOOL_PACKAGES=(
   clang libclang-rt-14-dev
 )
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Quick start: installs what is missing, builds, then trains.
+# Quick start: installs what training needs, builds the three programs
+# (unet-pipeline, encoder_proc, decoder_proc; scripts/test.sh builds the
+# rest), then trains on whatever device the machine has (devices: auto).
 #   scripts/train.sh                      # configs/tiny.yaml, end to end
 #   scripts/train.sh --config configs/tiny3d.yaml --single-process
 # Arguments go to `unet-pipeline train`; without --config/--resume, tiny is used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh
+scripts/install-deps.sh --train
+scripts/build.sh --programs
 args=("$@")
 if ! printf '%s\n' "${args[@]}" | grep -qE '^--(config|resume)'; then
   args=(--config configs/tiny.yaml "${args[@]}")

@@ -5,10 +5,6 @@
 
 namespace up::stage {
 
-namespace {
-constexpr const char* kImages = "images";
-}  // namespace
-
 ActivationParking::ActivationParking(const Config& config, const torch::Device& device)
     : device_(device) {
   if (config.pipeline.offload == "on") offload_ = std::make_unique<ActivationOffload>(device);

@@ -27,6 +27,9 @@
 
 namespace up::stage {
 
+// The first stage's input, by its wire name.
+inline constexpr const char* kImages = "images";
+
 class ActivationParking {
  public:
   ActivationParking(const Config& config, const torch::Device& device);

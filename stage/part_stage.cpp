@@ -11,12 +11,6 @@
 
 namespace up::stage {
 
-namespace {
-
-constexpr const char* kImages = "images";
-
-}  // namespace
-
 PartStage::PartStage(const StageContext& ctx, std::shared_ptr<torch::nn::Module> module,
                      const std::vector<int>& positions, int half_parameters)
     : TrainingStage(ctx.config, ctx.layout, ctx.stage, std::move(module), positions,

@@ -4,9 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-// `--set key=[a,b]` is one value: vector options are not split at commas.
-// Every file that includes cxxopts defines this alike (its parsers are inline).
-#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
@@ -231,7 +228,9 @@ int Replay(const std::string& dir, const std::string& stage, int part, const Wor
 
 int Standalone(const std::string& config_path, const std::vector<std::string>& overrides,
                int64_t steps, int part, const std::string& stage, const WorkerFactory& factory) {
-  const Config config = LoadConfig(config_path, overrides);
+  Config config = LoadConfig(config_path, overrides);
+  const std::string device_note = ResolveAutoDevicesHere(&config).why;
+  if (!device_note.empty()) LogInfo(device_note);
   const TrainConfig& t = config.train;
   StageContext ctx = PartContext(config, stage, part);
   const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];

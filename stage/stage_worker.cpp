@@ -4,9 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-// `--set key=[a,b]` is one value: vector options are not split at commas.
-// Every file that includes cxxopts defines this alike (its parsers are inline).
-#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <iostream>
 #include <optional>

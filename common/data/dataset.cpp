@@ -85,7 +85,7 @@ Sample SyntheticDataset::Get(int64_t index) const {
     }
     image[c] += levels.index_select(0, mask.flatten()).view(mask.sizes());
   }
-  return {image, mask};
+  return {image, mask, {}};
 }
 
 FolderDataset::FolderDataset(const ModelConfig& model, const DataConfig& data)
@@ -171,7 +171,7 @@ Sample FolderDataset::Get(int64_t index) const {
                      " but model.num_classes = " + std::to_string(model_.num_classes) +
                      "; masks hold class indices 0..num_classes-1");
   }
-  return {image, mask};
+  return {image, mask, {}};
 }
 
 std::string Dataset::CaseName(int64_t index) const {

@@ -214,7 +214,7 @@ std::vector<int64_t> NiftiDataset::SpatialShape(int64_t index) const {
 
 Sample NiftiDataset::Get(int64_t index) const {
   BratsCase c = LoadBratsCase(cases_.at(index), /*with_labels=*/true);
-  return {std::move(c.image), std::move(c.labels)};  // (4, D, H, W), (D, H, W)
+  return {std::move(c.image), std::move(c.labels), {}};  // (4, D, H, W), (D, H, W)
 }
 
 }  // namespace up

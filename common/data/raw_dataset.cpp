@@ -118,7 +118,7 @@ RawDataset ListNnunet(const fs::path& dir) {
     c.name = n.substr(0, n.size() - ending.size());
     c.labels = seg.string();
     for (size_t ch = 0; ch < d.channel_names.size(); ++ch) {
-      char suffix[16];
+      char suffix[24];
       std::snprintf(suffix, sizeof suffix, "_%04zu", ch);
       const fs::path image = images / (c.name + suffix + ending);
       if (!fs::is_regular_file(image, ec)) {

@@ -9,15 +9,32 @@
 #include <memory>
 #include <string>
 
+#include "common/config.h"
+#include "common/pipeline_layout.h"
+
 namespace up {
 
-// Parses "cpu", "cuda", "cuda:N". A CUDA device on a machine without one is a
+// Parses "cpu", "cuda", "cuda:N" and "auto" (cuda:0 when there is a GPU, else
+// the CPU; the launcher resolves auto before it starts anything, see
+// ResolveAutoDevicesHere). A CUDA device on a machine without one is a
 // UsageError naming the key (`what`) and the value.
 torch::Device ParseDevice(const std::string& value, const std::string& what);
 
 // Whether this build has CUDA support and how many devices are visible.
 bool CudaBuilt();
 int CudaDeviceCount();
+
+// ResolveAutoDevices (config.h) with this machine's count.
+inline AutoDevices ResolveAutoDevicesHere(Config* config) {
+  return ResolveAutoDevices(config, CudaDeviceCount(), CudaBuilt());
+}
+
+// ParseDevice for every stage that runs on node `node`: a device this machine
+// lacks is the UsageError, before anything (a run folder) is made.
+inline void CheckStageDevices(const Config& config, int node = 0) {
+  for (const StageSpec& s : ResolveLayout(config).stages)
+    if (s.node == node) ParseDevice(s.device, s.device_key);
+}
 
 // Returns the caching allocator's unused blocks on `device` to the driver,
 // so another process sharing the GPU can use them. No-op on CPU.

@@ -10,7 +10,7 @@ bool CudaBuilt() { return false; }
 int CudaDeviceCount() { return 0; }
 
 torch::Device ParseDevice(const std::string& value, const std::string& what) {
-  if (value == "cpu") return torch::Device(torch::kCPU);
+  if (value == "cpu" || value == "auto") return torch::Device(torch::kCPU);
   throw UsageError(what + " = " + value + ": this build of LibTorch has no CUDA support; use cpu");
 }
 

@@ -24,6 +24,7 @@ int CudaDeviceCount() { return static_cast<int>(torch::cuda::device_count()); }
 
 torch::Device ParseDevice(const std::string& value, const std::string& what) {
   torch::Device device(torch::kCPU);
+  if (value == "auto") return CudaDeviceCount() > 0 ? torch::Device("cuda:0") : device;
   try {
     device = torch::Device(value == "cuda" ? "cuda:0" : value);
   } catch (const c10::Error&) {

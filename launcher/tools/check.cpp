@@ -3,9 +3,6 @@
 
 #include <stdlib.h>
 
-// `--set key=[a,b]` is one value: vector options are not split at commas.
-// Every file that includes cxxopts defines this alike (its parsers are inline).
-#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>

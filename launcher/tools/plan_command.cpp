@@ -4,10 +4,8 @@
 // and says whether each fits: an estimate from shapes (memory_plan.h) and,
 // unless --no-measure, the tensor bytes measured at two small patches and
 // extrapolated (memory_probe.h), which then decide `fits`.
+#include <algorithm>
 #include <cstdio>
-// `--set key=[a,b]` is one value: vector options are not split at commas.
-// Every file that includes cxxopts defines this alike (its parsers are inline).
-#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 #include <iostream>
 #include <optional>
@@ -84,6 +82,18 @@ int PlanCommand(int argc, char** argv) {
   };
   std::string pick_command = "unet-pipeline train --config " + args["config"].as<std::string>();
   if (pick.single_process) pick_command += " --single-process";
+  // The user's own --set values come along (the way's replace theirs), so the
+  // command trains what was planned.
+  auto key_of = [](const std::string& set) { return set.substr(0, set.find('=')); };
+  const std::vector<std::string> user_sets =
+      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                        : std::vector<std::string>{};
+  for (const std::string& set : user_sets) {
+    const bool replaced =
+        std::any_of(pick.sets.begin(), pick.sets.end(),
+                    [&](const std::string& s) { return key_of(s) == key_of(set); });
+    if (!replaced) pick_command += " --set " + set;
+  }
   for (const std::string& set : pick.sets) pick_command += " --set " + set;
   auto fewest_json = [](const std::optional<PartsPlan>& p, bool shared) {
     if (!p) return std::string("null");

@@ -198,6 +198,34 @@ TEST(ConfigTest, ValidationIsAShareOrCaseNamesAndDumpedOnlyWhenSet) {
             std::string::npos);
 }
 
+TEST(ConfigTest, AutoDevicesAreTheGpuWhenThereIsOneElseTheCpu) {
+  Config c = LoadConfig("", {});
+  EXPECT_EQ(c.pipeline.encoder.device, "auto");
+  EXPECT_EQ(c.pipeline.decoder.device, "auto");
+  AutoDevices a = ResolveAutoDevices(&c, 2, true);
+  EXPECT_EQ(a.chosen, "cuda");
+  EXPECT_EQ(c.pipeline.encoder.device, "cuda");
+  EXPECT_EQ(c.pipeline.decoder.device, "cuda");
+  EXPECT_NE(a.why.find("2 CUDA device(s)"), std::string::npos) << a.why;
+  EXPECT_NE(a.why.find("take turns"), std::string::npos) << a.why;
+
+  c = LoadConfig("", {"pipeline.stages.decoder.device=cuda:1"});
+  a = ResolveAutoDevices(&c, 0, true);
+  EXPECT_EQ(c.pipeline.encoder.device, "cpu");
+  EXPECT_EQ(c.pipeline.decoder.device, "cuda:1") << "only auto is resolved";
+  EXPECT_NE(a.why.find("sees no CUDA device"), std::string::npos) << a.why;
+  a = ResolveAutoDevices(&c, 0, true);
+  EXPECT_EQ(a.chosen, "") << "resolved once, nothing left to say";
+  EXPECT_EQ(a.why, "");
+
+  c = LoadConfig("", {"pipeline.encoder_parts=2", "pipeline.decoder_parts=2",
+                      "pipeline.devices=[auto, cpu, auto, cuda]"});
+  a = ResolveAutoDevices(&c, 0, false);
+  EXPECT_EQ(c.pipeline.devices, (std::vector<std::string>{"cpu", "cpu", "cpu", "cuda"}));
+  EXPECT_NE(a.why.find("built without CUDA"), std::string::npos) << a.why;
+  EXPECT_THROW(LoadConfig("", {"pipeline.stages.encoder.device=gpu"}), UsageError);
+}
+
 TEST(ConfigTest, DefaultsLoad) { ExpectSameConfig(LoadConfig("", {}), Config{}); }
 
 TEST(ConfigTest, EmptyMappingMeansDefaults) {
@@ -214,7 +242,7 @@ TEST_F(ConfigFileTest, FileThenOverridesMergeAndOverrideWins) {
   EXPECT_EQ(c.train.steps, 50);
   EXPECT_EQ(c.train.micro_batches, 4);
   EXPECT_EQ(c.pipeline.decoder.device, "cuda:1");
-  EXPECT_EQ(c.pipeline.encoder.device, "cpu");
+  EXPECT_EQ(c.pipeline.encoder.device, "auto");
   EXPECT_EQ(c.model.features, (std::vector<int>{8, 16, 32, 64}));
 }
 
@@ -245,7 +273,7 @@ TEST(ConfigTest, SectionOverrideMergesKeys) {
   Config c = LoadConfig("", {"pipeline.stages.encoder={device: 'cuda:2', node: 1}"});
   EXPECT_EQ(c.pipeline.encoder.device, "cuda:2");
   EXPECT_EQ(c.pipeline.encoder.node, 1);
-  EXPECT_EQ(c.pipeline.decoder.device, "cpu");
+  EXPECT_EQ(c.pipeline.decoder.device, "auto");
 }
 
 TEST(ConfigTest, GradClipNullMeansOff) {
@@ -549,7 +577,7 @@ TEST(ConfigValidationTest, NodeNonNegative) {
 
 TEST(ConfigValidationTest, DeviceMustBeCpuOrCuda) {
   EXPECT_HAS(SetError({"pipeline.stages.encoder.device=gpu"}),
-             "pipeline.stages.encoder.device = \"gpu\": expected cpu, cuda or cuda:N");
+             "pipeline.stages.encoder.device = \"gpu\": expected auto, cpu, cuda or cuda:N");
   EXPECT_HAS(SetError({"pipeline.stages.encoder.device=cuda:x"}),
              "pipeline.stages.encoder.device = \"cuda:x\"");
   EXPECT_HAS(SetError({"pipeline.stages.encoder.device=cuda:-1"}),
@@ -757,7 +785,7 @@ TEST(ConfigDumpTest, DefaultsDumpIsStable) {
              "  features: [8, 16, 32, 64]\n");
   EXPECT_HAS(dumped, "  lr: 0.001\n");
   EXPECT_HAS(dumped, "  timeout_s: 120\n");
-  EXPECT_HAS(dumped, "  stages:\n    encoder:\n      device: \"cpu\"\n      node: 0\n");
+  EXPECT_HAS(dumped, "  stages:\n    encoder:\n      device: \"auto\"\n      node: 0\n");
 }
 
 }  // namespace

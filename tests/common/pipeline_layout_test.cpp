@@ -27,7 +27,7 @@ PipelineLayout Layout(std::vector<std::string> overrides) {
   return ResolveLayout(LoadConfig("", overrides));
 }
 
-std::string ErrorOf(std::vector<std::string> overrides) {
+std::string LayoutErrorOf(std::vector<std::string> overrides) {
   try {
     Layout(std::move(overrides));
   } catch (const UsageError& e) {
@@ -149,13 +149,13 @@ TEST(PipelineLayout, DevicesAndNodesListEveryStage) {
   // Without the lists, each half's parts take the two-stage keys.
   const PipelineLayout k =
       Layout({"pipeline.encoder_parts=2", "pipeline.stages.decoder.device=cuda:1"});
-  EXPECT_EQ(k.stages[0].device, "cpu");
-  EXPECT_EQ(k.stages[1].device, "cpu");
+  EXPECT_EQ(k.stages[0].device, "auto");
+  EXPECT_EQ(k.stages[1].device, "auto");
   EXPECT_EQ(k.stages[2].device, "cuda:1");
 }
 
 TEST(PipelineLayout, DeepSupervisionSendsTheHeadsToTheLoss) {
-  const std::string plans = std::string(UP_SOURCE_DIR) + "/tests/data/nnunet/tiny_plans.json";
+  const std::string plans = std::string(UP_SOURCE_DIR) + "/configs/nnunet/tiny_plans.json";
   const Config c =
       LoadConfig("", {"model.kind=nnunet", "model.plans=" + plans, "model.configuration=2d",
                       "model.in_channels=2", "model.num_classes=3", "pipeline.decoder_parts=3"});
@@ -174,23 +174,24 @@ TEST(PipelineLayout, DeepSupervisionSendsTheHeadsToTheLoss) {
 }
 
 TEST(PipelineLayout, WhatTheModelCannotTakeIsOneLineNamingTheKey) {
-  EXPECT_HAS(ErrorOf({"pipeline.encoder_parts=6"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.encoder_parts=6"}),
              "pipeline.encoder_parts = 6: must be in [1, 5], one part per level at most");
-  EXPECT_HAS(ErrorOf({"pipeline.decoder_parts=5"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.decoder_parts=5"}),
              "pipeline.decoder_parts = 5: must be in [1, 4]");
-  EXPECT_HAS(ErrorOf({"pipeline.cuts.encoder=[3, 2]"}), "cut 2 would leave a part empty");
-  EXPECT_HAS(ErrorOf({"pipeline.cuts.encoder=[5]"}), "each in [1, 4] (5 levels)");
-  EXPECT_HAS(ErrorOf({"pipeline.cuts.decoder=[4]"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.cuts.encoder=[3, 2]"}), "cut 2 would leave a part empty");
+  EXPECT_HAS(LayoutErrorOf({"pipeline.cuts.encoder=[5]"}), "each in [1, 4] (5 levels)");
+  EXPECT_HAS(LayoutErrorOf({"pipeline.cuts.decoder=[4]"}),
              "pipeline.cuts.decoder = [4] (decoder levels in the order they run, 0 = level 3)");
-  EXPECT_HAS(ErrorOf({"pipeline.encoder_parts=3", "pipeline.cuts.encoder=[1]"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.encoder_parts=3", "pipeline.cuts.encoder=[1]"}),
              "pipeline.cuts.encoder = [1]: makes 2 parts, but pipeline.encoder_parts is 3");
-  EXPECT_HAS(ErrorOf({"pipeline.decoder_parts=2", "pipeline.devices=[cpu, cpu]"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.decoder_parts=2", "pipeline.devices=[cpu, cpu]"}),
              "pipeline.devices has 2 entries, expected 3");
-  EXPECT_HAS(ErrorOf({"pipeline.nodes=[0]"}), "pipeline.nodes has 1 entries, expected 2");
-  EXPECT_HAS(ErrorOf({"pipeline.devices=[cpu, gpu]"}), "pipeline.devices = [\"cpu\", \"gpu\"]");
-  EXPECT_HAS(ErrorOf({"pipeline.placement=mirrored", "pipeline.encoder_parts=2"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.nodes=[0]"}), "pipeline.nodes has 1 entries, expected 2");
+  EXPECT_HAS(LayoutErrorOf({"pipeline.devices=[cpu, gpu]"}),
+             "pipeline.devices = [\"cpu\", \"gpu\"]");
+  EXPECT_HAS(LayoutErrorOf({"pipeline.placement=mirrored", "pipeline.encoder_parts=2"}),
              "pipeline.decoder_parts (1) must equal pipeline.encoder_parts (2)");
-  EXPECT_HAS(ErrorOf({"pipeline.encoder_parts=0"}),
+  EXPECT_HAS(LayoutErrorOf({"pipeline.encoder_parts=0"}),
              "pipeline.encoder_parts = 0: must be in [1, 64]");
 }
 

@@ -59,7 +59,7 @@ struct FakeBundle {
   }
 };
 
-std::string ErrorOf(const std::string& dir) {
+std::string BundleErrorOf(const std::string& dir) {
   try {
     ReadTorchscriptBundle(dir);
   } catch (const UsageError& e) {
@@ -111,47 +111,47 @@ TEST(TorchscriptBundle, GeometryAndConfigComeFromTheManifest) {
 TEST(TorchscriptBundle, EachWayOfBeingWrongIsOneLineNamingIt) {
   {
     FakeBundle b;
-    EXPECT_HAS(ErrorOf(b.dir / "none"), "not a folder");
-    EXPECT_HAS(ErrorOf(b.dir.path()), "no manifest.json in it");
+    EXPECT_HAS(BundleErrorOf(b.dir / "none"), "not a folder");
+    EXPECT_HAS(BundleErrorOf(b.dir.path()), "no manifest.json in it");
   }
   {
     FakeBundle b;
     const std::string dir = b.Write([](std::string& t) { t.replace(t.find("1,"), 2, "7,"); });
-    EXPECT_HAS(ErrorOf(dir), "has version 7; this build reads version 1");
+    EXPECT_HAS(BundleErrorOf(dir), "has version 7; this build reads version 1");
   }
   {
     FakeBundle b;
     const std::string dir = b.Write();
     std::ofstream(dir + "/head0.pt") << "head0.px";  // same size, other bytes
-    EXPECT_HAS(ErrorOf(dir), "head0.pt: its SHA-256 is not the manifest's");
+    EXPECT_HAS(BundleErrorOf(dir), "head0.pt: its SHA-256 is not the manifest's");
     std::filesystem::remove(dir + "/head0.pt");
-    EXPECT_HAS(ErrorOf(dir), "head0.pt: missing; the manifest lists it");
+    EXPECT_HAS(BundleErrorOf(dir), "head0.pt: missing; the manifest lists it");
   }
   {
     FakeBundle b;
     b.decoder0 = R"({"file": "decoder0.pt", "level": 0,
                      "inputs": [[1, 8, 8, 8], [1, 4, 8, 8]], "output": [1, 4, 16, 16]})";
-    EXPECT_HAS(ErrorOf(b.Write()),
+    EXPECT_HAS(BundleErrorOf(b.Write()),
                "decoder0.pt: input 1 is 1x4x8x8, but skip 0 (encoder0.pt's output) is 1x4x16x16");
   }
   {
     FakeBundle b;
     b.encoder1 = R"({"file": "encoder1.pt", "level": 1, "inputs": [[1, 4, 16, 16]],
                      "output": [1, 8, 5, 5]})";
-    EXPECT_HAS(ErrorOf(b.Write()), "encoder1.pt: output 1x8x5x5 does not divide the example");
+    EXPECT_HAS(BundleErrorOf(b.Write()), "encoder1.pt: output 1x8x5x5 does not divide the example");
   }
   {
     FakeBundle b;
     b.head0 = R"({"file": "head0.pt", "level": 0, "inputs": [[1, 4, 16, 16]],
                   "output": [1, 1, 16, 16]})";
-    EXPECT_HAS(ErrorOf(b.Write()), "segmentation needs at least 2 classes");
+    EXPECT_HAS(BundleErrorOf(b.Write()), "segmentation needs at least 2 classes");
   }
   {
     FakeBundle b;
     b.head0 = R"({"file": "sub/head0.pt", "level": 0, "inputs": [[1, 4, 16, 16]],
                   "output": [1, 3, 16, 16]})";
     const std::string dir = b.Write();
-    EXPECT_HAS(ErrorOf(dir), "is not a file name inside the bundle");
+    EXPECT_HAS(BundleErrorOf(dir), "is not a file name inside the bundle");
   }
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-CommandResult Train(const std::vector<std::string>& extra) {
+CommandResult TrainQuiet(const std::vector<std::string>& extra) {
   std::vector<std::string> args{BinPath("unet-pipeline"), "train", "-q"};
   args.insert(args.end(), extra.begin(), extra.end());
   return RunCommand(args);
@@ -63,10 +63,10 @@ TEST(MemoryBudget, SingleProcessRunsOutAndResumesWithALargerBudget) {
   const std::string run = dir / "run";
   // Two steps checkpointed, then a budget that holds the state (about 6 MiB)
   // but not step 3's activations.
-  CommandResult first = Train(With(Tiny(run, 2), {"--single-process"}));
+  CommandResult first = TrainQuiet(With(Tiny(run, 2), {"--single-process"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  CommandResult oom = Train({"--resume", run, "--single-process", "--set", "train.steps=4", "--set",
-                             "train.memory_budget=10MiB"});
+  CommandResult oom = TrainQuiet({"--resume", run, "--single-process", "--set", "train.steps=4",
+                                  "--set", "train.memory_budget=10MiB"});
   EXPECT_EQ(oom.exit_code, 1) << oom.output;
   const std::vector<std::string> errors = ErrorLines(oom.output);
   ASSERT_EQ(errors.size(), 1u) << oom.output;
@@ -79,10 +79,10 @@ TEST(MemoryBudget, SingleProcessRunsOutAndResumesWithALargerBudget) {
   EXPECT_FALSE(fs::exists(run + "/checkpoints/step-3"));
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step-2"));
   // A budget it fits in: the run finishes as the uninterrupted one.
-  CommandResult resumed = Train({"--resume", run, "--single-process", "--set", "train.steps=4",
-                                 "--set", "train.memory_budget=64MiB"});
+  CommandResult resumed = TrainQuiet({"--resume", run, "--single-process", "--set", "train.steps=4",
+                                      "--set", "train.memory_budget=64MiB"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  CommandResult straight = Train(With(Tiny(dir / "straight", 4), {"--single-process"}));
+  CommandResult straight = TrainQuiet(With(Tiny(dir / "straight", 4), {"--single-process"}));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   EXPECT_EQ(RunDigest(run), RunDigest(dir / "straight"));
   EXPECT_EQ(JsonField(Slurp(run + "/summary.json"), "memory_budget_bytes"),
@@ -91,7 +91,7 @@ TEST(MemoryBudget, SingleProcessRunsOutAndResumesWithALargerBudget) {
 
 TEST(MemoryBudget, AStageRunsOutWithOneLineAndLeavesNothing) {
   TempDir dir;
-  CommandResult r = Train(With(Tiny(dir / "run", 2), {"--set", "train.memory_budget=3MiB"}));
+  CommandResult r = TrainQuiet(With(Tiny(dir / "run", 2), {"--set", "train.memory_budget=3MiB"}));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const std::vector<std::string> errors = ErrorLines(r.output);
   ASSERT_EQ(errors.size(), 1u) << r.output;
@@ -114,16 +114,18 @@ TEST(MemoryBudget, ThePipelineTrainsWhereSingleProcessRunsOut) {
   // checkpointing); the pipeline recomputing, its stages parked between
   // turns, near 12.1.
   const std::vector<std::string> budget{"--set", "train.memory_budget=14MiB"};
-  CommandResult single = Train(With(With(Tiny(dir / "single", 2), budget), {"--single-process"}));
+  CommandResult single =
+      TrainQuiet(With(With(Tiny(dir / "single", 2), budget), {"--single-process"}));
   EXPECT_EQ(single.exit_code, 1) << single.output;
-  CommandResult ckpt = Train(With(With(Tiny(dir / "ckpt", 2), budget),
-                                  {"--single-process", "--set", "train.checkpointing=levels"}));
+  CommandResult ckpt =
+      TrainQuiet(With(With(Tiny(dir / "ckpt", 2), budget),
+                      {"--single-process", "--set", "train.checkpointing=levels"}));
   EXPECT_EQ(ckpt.exit_code, 1) << ckpt.output;
   const std::vector<std::string> recompute{"--set", "pipeline.activations=recompute"};
-  CommandResult fits = Train(With(With(Tiny(dir / "fits", 2), budget), recompute));
+  CommandResult fits = TrainQuiet(With(With(Tiny(dir / "fits", 2), budget), recompute));
   ASSERT_EQ(fits.exit_code, 0) << fits.output;
   EXPECT_LE(DeviceTotal(dir / "fits"), 14ll << 20);
-  CommandResult free_run = Train(With(Tiny(dir / "free", 2), recompute));
+  CommandResult free_run = TrainQuiet(With(Tiny(dir / "free", 2), recompute));
   ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
   EXPECT_EQ(RunDigest(dir / "fits"), RunDigest(dir / "free"));
   // Parked between turns, the stages together hold less than without.
@@ -139,7 +141,7 @@ TEST(MemoryBudget, ThePipelineTrainsWhereSingleProcessRunsOut) {
 
 TEST(MemoryBudget, CheckpointingIsTheSingleProcessTrainers) {
   TempDir dir;
-  CommandResult r = Train(With(Tiny(dir / "run", 1), {"--set", "train.checkpointing=levels"}));
+  CommandResult r = TrainQuiet(With(Tiny(dir / "run", 1), {"--set", "train.checkpointing=levels"}));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("pipeline.activations: recompute"), std::string::npos) << r.output;
 }

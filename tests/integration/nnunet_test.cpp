@@ -24,7 +24,7 @@
 namespace up::test {
 namespace {
 
-std::string TinyPlans() { return SourcePath("tests/data/nnunet/tiny_plans.json"); }
+std::string TinyPlans() { return SourcePath("configs/nnunet/tiny_plans.json"); }
 
 std::vector<std::string> NnunetSet(const std::string& configuration) {
   return {"model.kind=nnunet", "model.plans=" + TinyPlans(), "model.configuration=" + configuration,

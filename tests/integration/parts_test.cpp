@@ -155,7 +155,7 @@ TEST(Parts, ResumeIsExactAndTheModelIsUsable) {
 TEST(Parts, ResidualEncoderWithDeepSupervision) {
   TempDir dir;
   const std::vector<std::string> model =
-      Sets({"model.kind=nnunet", "model.plans=" + SourcePath("tests/data/nnunet/tiny_plans.json"),
+      Sets({"model.kind=nnunet", "model.plans=" + SourcePath("configs/nnunet/tiny_plans.json"),
             "model.configuration=3d_fullres", "model.in_channels=2", "model.num_classes=3",
             "train.steps=2", "train.grad_clip=1"});
   auto run = [&](const std::string& out, const std::vector<std::string>& keys,

@@ -175,11 +175,41 @@ TEST(Pipeline, CudaWithoutAGpuIsAClearError) {
                            "pipeline.stages.decoder.device=cuda", "--out", dir / "run"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("pipeline.stages.decoder.device = cuda"), std::string::npos) << r.output;
-  EXPECT_FALSE(fs::exists(dir / "run/checkpoints"));
+  EXPECT_FALSE(fs::exists(dir / "run")) << "a refused config leaves no run folder";
+  r = Train({"--config", SourcePath("configs/tiny.yaml"), "--single-process", "--set",
+             "pipeline.stages.encoder.device=cuda:1", "--out", dir / "run1"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("pipeline.stages.encoder.device = cuda:1"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run1"));
+  // Refused later, by the pipeline's own checks: the folder it made goes too,
+  // while a folder the user had is kept.
+  fs::create_directories(dir / "mine");
   r = Train({"--config", SourcePath("configs/tiny.yaml"), "--set", "pipeline.transport=cuda_ipc",
              "--out", dir / "run2"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("cuda_ipc"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run2"));
+  r = Train({"--config", SourcePath("configs/tiny.yaml"), "--set", "pipeline.transport=cuda_ipc",
+             "--out", dir / "mine"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "mine"));
+}
+
+TEST(Pipeline, AutoDeviceSaysWhichAndWhy) {
+  // ctest hides GPUs from every test but the gpu-labelled ones: auto is the CPU.
+  TempDir dir;
+  CommandResult r =
+      Train({"--config", SourcePath("configs/tiny.yaml"), "--set", "train.steps=1", "--set",
+             "data.samples=2", "--set", "train.micro_batches=1", "--out", dir / "run"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t note = r.output.find("device auto: cpu (");
+  ASSERT_NE(note, std::string::npos) << r.output;
+  EXPECT_LT(note, r.output.find("run folder")) << "the first line says which device and why";
+  std::ifstream f(dir / "run/config.yaml");
+  const std::string dumped((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(dumped.find("device: \"cpu\""), std::string::npos) << "the run records the device";
+  EXPECT_EQ(dumped.find("device: \"auto\""), std::string::npos) << dumped;
 }
 
 TEST(Plan, AnswersTheSixteenGiBQuestionForBrats16g) {

@@ -111,6 +111,8 @@ TEST(PlanMeasured, PartsAreMeasuredStageByStage) {
   const std::string pick = JsonField(plan.output, "recommended");
   EXPECT_EQ(JsonField(pick, "way"), "single-process") << pick;  // tiny fits anywhere
   EXPECT_NE(JsonField(pick, "command").find("--single-process"), std::string::npos) << pick;
+  EXPECT_NE(JsonField(pick, "command").find("--set pipeline.decoder_parts=2"), std::string::npos)
+      << "the user's own --set values come along: " << pick;
 }
 
 TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {

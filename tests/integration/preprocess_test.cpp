@@ -122,7 +122,9 @@ TEST(Preprocess, NnunetRawLayoutBecomesACacheThatTrainsTheSameInThePipeline) {
   EXPECT_TRUE(seg.space == raw.space);
   for (size_t i = 0; i < seg.voxels.size(); ++i) {
     ASSERT_TRUE(seg.voxels[i] == 0 || seg.voxels[i] == 1 || seg.voxels[i] == 2) << seg.voxels[i];
-    if (raw.voxels[i] == 0) ASSERT_EQ(seg.voxels[i], 0) << "outside the box, voxel " << i;
+    if (raw.voxels[i] == 0) {
+      ASSERT_EQ(seg.voxels[i], 0) << "outside the box, voxel " << i;
+    }
   }
 
   // A model that does not fit the cache: one line naming the key.

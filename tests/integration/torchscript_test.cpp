@@ -76,7 +76,7 @@ struct Case {
 };
 
 std::vector<Case> TrainingCases() {
-  const std::string plans = SourcePath("tests/data/nnunet/tiny_plans.json");
+  const std::string plans = SourcePath("configs/nnunet/tiny_plans.json");
   return {
       {"classic2d",
        {},

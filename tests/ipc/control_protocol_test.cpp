@@ -16,7 +16,7 @@ namespace up::ipc {
 namespace {
 
 TEST(ControlProtocol, MessagesRoundTrip) {
-  Hello h{kProtocolVersion, "decoder", 4242, "abc", "bottleneck:1x2:f32"};
+  Hello h{kProtocolVersion, "decoder", 4242, "abc", "bottleneck:1x2:f32", {}};
   Hello h2 = DecodeHello(Encode(h));
   EXPECT_EQ(h2.stage, "decoder");
   EXPECT_EQ(h2.pid, 4242);
@@ -30,7 +30,14 @@ TEST(ControlProtocol, MessagesRoundTrip) {
   EXPECT_EQ(t2.actions, t.actions);
   EXPECT_EQ(t2.all_norms, t.all_norms);
 
-  TurnReport r{3, 0.25, 1.125, {1, 2, 3}, {0.5f}, 99, 7};
+  TurnReport r;
+  r.step = 3;
+  r.busy_s = 0.25;
+  r.loss = 1.125;
+  r.dice_counts = {1, 2, 3};
+  r.norms = {0.5f};
+  r.rss_bytes = 99;
+  r.device_peak_bytes = 7;
   TurnReport r2 = DecodeTurnDone(Encode(r));
   EXPECT_EQ(r2.loss, 1.125);
   EXPECT_EQ(r2.dice_counts, r.dice_counts);
@@ -93,7 +100,7 @@ TEST(ControlProtocol, FailedMessageBecomesTheStagesError) {
 }
 
 TEST(Handshake, NamesWhatDiffers) {
-  Hello h{kProtocolVersion, "encoder", 1, "sha-a", "b:1"};
+  Hello h{kProtocolVersion, "encoder", 1, "sha-a", "b:1", {}};
   EXPECT_EQ(HandshakeProblem(h, "sha-a", "b:1"), "");
   EXPECT_NE(HandshakeProblem(h, "sha-b", "b:1").find("different config"), std::string::npos);
   EXPECT_NE(HandshakeProblem(h, "sha-a", "b:2").find("boundary"), std::string::npos);

@@ -17,8 +17,16 @@ NodeOptions Nodes(int nnodes, int rank = 0, int port = 29500) {
   return n;
 }
 
-PipelineConfig Gloo() {
+// Devices as the launcher hands them over: `auto` already resolved (here to
+// the CPU, as on a machine without a GPU).
+PipelineConfig OnCpu() {
   PipelineConfig p;
+  p.encoder.device = p.decoder.device = "cpu";
+  return p;
+}
+
+PipelineConfig Gloo() {
+  PipelineConfig p = OnCpu();
   p.transport = "gloo";
   return p;
 }
@@ -33,7 +41,7 @@ std::string UsageMessage(const PipelineConfig& p, const NodeOptions& n) {
 }
 
 TEST(Placement, OneNodeKeepsBothStagesAndPlainLockKeys) {
-  const Placement pl = ResolvePlacement(PipelineConfig{}, Nodes(1));
+  const Placement pl = ResolvePlacement(OnCpu(), Nodes(1));
   EXPECT_EQ(pl.node[0], 0);
   EXPECT_EQ(pl.node[1], 0);
   EXPECT_EQ(pl.lock_key[0], "cpu");
@@ -64,7 +72,7 @@ TEST(Placement, ExplicitNodesAreKept) {
 }
 
 TEST(Placement, ShmCannotCrossMachines) {
-  const std::string m = UsageMessage(PipelineConfig{}, Nodes(2));
+  const std::string m = UsageMessage(OnCpu(), Nodes(2));
   EXPECT_NE(m.find("pipeline.transport = shm cannot cross machines"), std::string::npos) << m;
   EXPECT_NE(m.find("gloo"), std::string::npos) << m;
 }

@@ -82,15 +82,15 @@ TEST(PatchOrigin, ForegroundPatchesHoldTheirVoxelAndStayInside) {
   PatchDraw d;
   d.foreground = true;
   d.place_u = {0.5, 0.5, 0.5};
-  const std::vector<int64_t> o = PatchOrigin(d, {torch::Tensor(), mask}, patch);
+  const std::vector<int64_t> o = PatchOrigin(d, {torch::Tensor(), mask, {}}, patch);
   // Centred on the voxel where the case allows: z would start at -5, kept at 0;
   // y at 9; x would end past 20, kept at 4 (20 - 16).
   EXPECT_EQ(o, (std::vector<int64_t>{0, 9, 4}));
-  const Sample s = CutPatch({torch::Tensor(), mask}, d, patch);
+  const Sample s = CutPatch({torch::Tensor(), mask, {}}, d, patch);
   EXPECT_EQ(s.mask.sum().item<int64_t>(), 2);
   // No foreground in the case: a random place instead.
   d.place_u = {0.0, 0.999, 0.5};
-  EXPECT_EQ(PatchOrigin(d, {torch::Tensor(), torch::zeros({40, 30, 20}, torch::kInt64)}, patch),
+  EXPECT_EQ(PatchOrigin(d, {torch::Tensor(), torch::zeros({40, 30, 20}, torch::kInt64), {}}, patch),
             (std::vector<int64_t>{0, 14, 2}));
 }
 
@@ -102,10 +102,10 @@ TEST(PatchOrigin, PicksAmongThePresentClassesAndTheirVoxels) {
   d.foreground = true;
   d.place_u = {0, 0};
   d.class_u = 0.2;  // the first of {1, 3}
-  EXPECT_EQ(PatchOrigin(d, {torch::Tensor(), mask}, {8, 8}), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(PatchOrigin(d, {torch::Tensor(), mask, {}}, {8, 8}), (std::vector<int64_t>{0, 0}));
   d.class_u = 0.7;  // class 3
   d.voxel_u = 0.0;  // its first voxel (60, 60): the patch ends at the border
-  EXPECT_EQ(PatchOrigin(d, {torch::Tensor(), mask}, {8, 8}), (std::vector<int64_t>{56, 56}));
+  EXPECT_EQ(PatchOrigin(d, {torch::Tensor(), mask, {}}, {8, 8}), (std::vector<int64_t>{56, 56}));
   // The same from class locations alone (the encoder of a cache reads no mask).
   Sample located{
       torch::zeros({1, 64, 64}), torch::Tensor(), {{}, {0, 1, 64, 65}, {}, {60 * 64 + 60}}};
@@ -120,7 +120,7 @@ TEST(CutPatch, PadsACaseSmallerThanThePatchAroundItsMiddle) {
   PatchDraw d;
   d.place_u = {0.0, 0.0};
   d.flip = {false, false};
-  const Sample s = CutPatch({image, mask}, d, {8, 8});
+  const Sample s = CutPatch({image, mask, {}}, d, {8, 8});
   ASSERT_EQ(s.image.sizes(), (std::vector<int64_t>{2, 8, 8}));
   // Rows 0 and 7 are padding; columns all from the case.
   EXPECT_EQ(s.image.select(1, 0).sum().item<float>(), 0);
@@ -135,8 +135,8 @@ TEST(CutPatch, WithoutAugmentationIsAPlainCrop) {
   const Config c = Cfg({8, 16}, {}, 0.0);
   for (int64_t p = 0; p < 10; ++p) {
     const PatchDraw d = DrawPatch(c, p);
-    const std::vector<int64_t> o = PatchOrigin(d, {image, mask}, c.data.size);
-    const Sample s = CutPatch({image, mask}, d, c.data.size);
+    const std::vector<int64_t> o = PatchOrigin(d, {image, mask, {}}, c.data.size);
+    const Sample s = CutPatch({image, mask, {}}, d, c.data.size);
     EXPECT_TRUE(torch::equal(s.image, image.narrow(1, o[0], 8).narrow(2, o[1], 16)));
     EXPECT_TRUE(torch::equal(s.mask, mask.narrow(0, o[0], 8).narrow(1, o[1], 16)));
   }
@@ -151,16 +151,16 @@ TEST(CutPatch, SpatialAugmentationMovesImageAndMaskTogether) {
   for (int64_t p = 0; p < 20; ++p) {
     const PatchDraw d = DrawPatch(c, p);
     rotated += d.rot90 != 0;
-    const Sample s = CutPatch({image, mask}, d, c.data.size);
+    const Sample s = CutPatch({image, mask, {}}, d, c.data.size);
     EXPECT_TRUE(torch::equal(s.image[0], s.mask.to(torch::kFloat32))) << "position " << p;
     // The decoder cuts its mask without the image: the same mask.
-    EXPECT_TRUE(torch::equal(CutPatch({torch::Tensor(), mask}, d, c.data.size).mask, s.mask));
+    EXPECT_TRUE(torch::equal(CutPatch({torch::Tensor(), mask, {}}, d, c.data.size).mask, s.mask));
   }
   EXPECT_GT(rotated, 0);
   // Scaling resamples a region of another size to the patch.
   PatchDraw zoom = DrawPatch(Cfg({16, 16, 16}, {}, 0.0), 0);
   zoom.scale = 1.3;
-  const Sample z = CutPatch({image, mask}, zoom, {16, 16, 16});
+  const Sample z = CutPatch({image, mask, {}}, zoom, {16, 16, 16});
   EXPECT_EQ(z.image.sizes(), (std::vector<int64_t>{2, 16, 16, 16}));
   EXPECT_EQ(z.mask.sizes(), (std::vector<int64_t>{16, 16, 16}));
   EXPECT_LE(z.mask.max().item<int64_t>(), 3);

@@ -160,7 +160,7 @@ TEST_P(NnunetBlocks, SameGradientsAndStatisticsAsPlainTraining) {
   const Config config = LoadConfigFromString(
       "{}", "test",
       {"model.kind=nnunet",
-       std::string("model.plans=") + UP_SOURCE_DIR + "/tests/data/nnunet/tiny_plans.json",
+       std::string("model.plans=") + UP_SOURCE_DIR + "/configs/nnunet/tiny_plans.json",
        std::string("model.configuration=") + GetParam(), "model.in_channels=2",
        "model.num_classes=3"});
   std::vector<int64_t> shape{2, 2};

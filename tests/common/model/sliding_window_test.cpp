@@ -119,7 +119,9 @@ TEST(SlidingWindow, CutAndBlendApartEqualsTheWholeFunction) {
     const int64_t count = std::min<int64_t>(3, sw.size() - first);
     const torch::Tensor windows = sw.Windows(padded, first, count, 3);  // (3, 1, 16, 16)
     ASSERT_EQ(windows.size(0), 3);
-    if (count < 3) EXPECT_EQ(windows.narrow(0, count, 3 - count).abs().sum().item<float>(), 0);
+    if (count < 3) {
+      EXPECT_EQ(windows.narrow(0, count, 3 - count).abs().sum().item<float>(), 0);
+    }
     sw.Blend(first, count, net(windows) + (torch::arange(3).view({3, 1, 1, 1}) >= count) * 1e6);
   }
   EXPECT_TRUE(torch::equal(sw.Result(), whole));

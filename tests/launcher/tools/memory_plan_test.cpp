@@ -159,7 +159,7 @@ TEST(MemoryPlan, NnunetPlansByFormula) {
     const Config c = LoadConfigFromString(
         "{}", "test",
         {"model.kind=nnunet",
-         std::string("model.plans=") + UP_SOURCE_DIR + "/tests/data/nnunet/tiny_plans.json",
+         std::string("model.plans=") + UP_SOURCE_DIR + "/configs/nnunet/tiny_plans.json",
          std::string("model.configuration=") + configuration, "model.in_channels=2",
          "model.num_classes=3"});
     UNetEncoder enc = MakeEncoder(c);
@@ -261,8 +261,12 @@ TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
           PlanParts(LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml",
                                {"pipeline.encoder_parts=" + std::to_string(e),
                                 "pipeline.decoder_parts=" + std::to_string(d)}));
-      if (e + d < stages) EXPECT_GT(p.own_device_bytes, budget) << e << "," << d;
-      if (e + d == stages) EXPECT_GE(p.own_device_bytes, fewest->own_device_bytes) << e << "," << d;
+      if (e + d < stages) {
+        EXPECT_GT(p.own_device_bytes, budget) << e << "," << d;
+      }
+      if (e + d == stages) {
+        EXPECT_GE(p.own_device_bytes, fewest->own_device_bytes) << e << "," << d;
+      }
     }
   }
   EXPECT_FALSE(FewestPartsThatFit(c, ParseBytes("1GiB"), true).has_value());
