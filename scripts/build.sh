@@ -11,10 +11,14 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${UP_BUILD_DIR:-build}"
 JOBS="${UP_JOBS:-$(nproc)}"
 TARGETS=()
+WHAT="everything, tests included"
 CONFIGURE=()
 for arg in "$@"; do
   case "$arg" in
-    --programs) TARGETS=(--target unet-pipeline encoder_proc decoder_proc) ;;
+    --programs)
+      TARGETS=(--target unet-pipeline encoder_proc decoder_proc)
+      WHAT="the programs (unet-pipeline, encoder_proc, decoder_proc)"
+      ;;
     *) CONFIGURE+=("$arg") ;;
   esac
 done
@@ -36,22 +40,33 @@ if ! cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
   echo "build: configuring failed; the whole output is in $LOG" >&2
   exit 1
 fi
-echo "build: compiling ${TARGETS[*]:-everything} with $JOBS jobs"
+echo "build: compiling $WHAT with $JOBS jobs (the counter is ninja's: done/total steps)"
 # Ninja's counter ("[12/115] Building CXX object common/CMakeFiles/...") is
-# shortened to the counter and the file; everything else only goes to the log.
+# shortened to the counter and what it builds; everything else only goes to
+# the log. A shell loop, not awk: Debian's mawk reads a pipe in blocks.
+progress() {
+  local line counter verb what target diagnostics=0
+  while IFS= read -r line; do
+    if [[ "$line" =~ ^(\[[0-9]+/[0-9]+\])\ ([A-Za-z]+)\ .*\ ([^ ]+)$ ]]; then
+      counter="${BASH_REMATCH[1]}" verb="${BASH_REMATCH[2]}" what="${BASH_REMATCH[3]%.o}"
+      if [[ "$what" =~ ([^/]+)\.dir/(.*)$ ]]; then  # an object: its target and file
+        target="${BASH_REMATCH[1]}"
+        what="${BASH_REMATCH[2]}"
+        [[ "$what" =~ ^Unity/unity_([0-9]+)_cxx\.cxx$ ]] && what="batch ${BASH_REMATCH[1]}"
+        what="$target: $what"
+      fi
+      echo "build: $counter $verb $what"
+    elif [[ "$line" == *"warning:"* || "$line" == *"error:"* ]]; then
+      diagnostics=$((diagnostics + 1))
+    fi
+  done
+  if [ "$diagnostics" != 0 ]; then
+    echo "build: $diagnostics compiler diagnostics (see $LOG)"
+  fi
+}
 set +e
 NINJA_STATUS="[%f/%t] " cmake --build "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}" 2>&1 |
-  tee -a "$LOG" |
-  awk '/^\[[0-9]+\/[0-9]+\] / {
-         what = $NF; sub(/\.o$/, "", what)
-         if (match(what, /[^\/]+\.dir\//)) {  # an object: its target and file
-           t = substr(what, RSTART, RLENGTH - 5); what = substr(what, RSTART + RLENGTH)
-           sub(/^Unity\/unity_/, "batch ", what); sub(/_cxx\.cxx$/, "", what)
-           what = t ": " what
-         }
-         printf "build: %s %s %s\n", $1, $2, what; fflush(); next }
-       /(warning|error):/ { w++ }
-       END { if (w) printf "build: %d compiler diagnostics (see the log)\n", w }'
+  tee -a "$LOG" | progress
 rc=${PIPESTATUS[0]}
 set -e
 if [ "$rc" != 0 ]; then

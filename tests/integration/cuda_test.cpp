@@ -60,7 +60,9 @@ TEST(CudaStages, TrainLikeCpuStagesWithinTolerance) {
   const std::vector<std::string> cuda = {"pipeline.stages.encoder.device=cuda:0",
                                          "pipeline.stages.decoder.device=cuda:0"};
   for (const std::string precision : {"fp32", "bf16", "fp16"}) {
-    TrainTiny(dir, "cpu-" + precision, {"train.precision=" + precision});
+    TrainTiny(dir, "cpu-" + precision,
+              {"train.precision=" + precision, "pipeline.stages.encoder.device=cpu",
+               "pipeline.stages.decoder.device=cpu"});  // tiny's `auto` is the GPU here
     std::vector<std::string> sets = cuda;
     sets.push_back("train.precision=" + precision);
     TrainTiny(dir, "cuda-" + precision, sets);
