@@ -10,6 +10,7 @@
 
 #include "bench/bench_capacity.h"
 #include "bench/bench_memory.h"
+#include "bench/bench_replicas.h"
 #include "bench/bench_stages.h"
 #include "bench/bench_step.h"
 #include "bench/bench_transport.h"
@@ -21,13 +22,33 @@ namespace up {
 namespace {
 
 constexpr const char* kBenchUsage =
-    "usage: unet-pipeline bench <transport|step|stages|memory|capacity> [options]\n"
+    "usage: unet-pipeline bench <transport|step|stages|replicas|memory|capacity> [options]\n"
     "  transport  one-way throughput and latency of each transport next to memcpy\n"
     "  step       median step time: pipeline vs single-process, and the schedules\n"
     "  stages     2, 3 and 4 stages under each schedule: step time, bubble, first stage's peak\n"
+    "  replicas   copies of the pipeline: step time, each stage's gradient exchange vs Gloo\n"
     "  memory     peak RSS per stage process vs the single-process trainer\n"
     "  capacity   the largest model (or patch) each way of training fits in --budget\n"
     "run `unet-pipeline bench <bench> --help` for its options";
+
+// "2,3,4" as numbers; UsageError naming `flag` otherwise.
+std::vector<int> NumberList(const std::string& list, const std::string& flag) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    try {
+      size_t used = 0;
+      out.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw UsageError(flag + " '" + list + "': expected numbers like 1,2,4");
+    }
+    at = comma + 1;
+  }
+  return out;
+}
 
 // Parses argv with `options` (plus --json and --help); nullopt after --help.
 std::optional<cxxopts::ParseResult> Parse(cxxopts::Options& options, int argc, char** argv) {
@@ -102,28 +123,38 @@ int Stages(int argc, char** argv) {
   bench::StagesOptions o;
   o.config = Get<std::string>(*args, "config", "");
   if (o.config.empty()) throw UsageError("bench stages needs --config FILE");
-  if (args->count("stages")) {
-    o.stages.clear();
-    const std::string list = (*args)["stages"].as<std::string>();
-    size_t at = 0;
-    while (at <= list.size()) {
-      const size_t comma = std::min(list.find(',', at), list.size());
-      const std::string item = list.substr(at, comma - at);
-      try {
-        size_t used = 0;
-        o.stages.push_back(std::stoi(item, &used));
-        if (used != item.size()) throw std::invalid_argument(item);
-      } catch (const std::exception&) {
-        throw UsageError("--stages '" + list + "': expected numbers like 2,3,4");
-      }
-      at = comma + 1;
-    }
-  }
+  if (args->count("stages")) o.stages = NumberList((*args)["stages"].as<std::string>(), "--stages");
   o.steps = Get<int64_t>(*args, "steps", o.steps);
   o.warmup = Get<int64_t>(*args, "warmup", o.warmup);
   o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
   const bench::StagesReport report = bench::RunStagesBench(o);
   std::cout << (args->count("json") ? bench::StagesJson(report) + "\n" : bench::StagesTable(report))
+            << std::flush;
+  return 0;
+}
+
+int Replicas(int argc, char** argv) {
+  cxxopts::Options options("bench replicas",
+                           "Copies of the pipeline: step time and each stage's gradient exchange.");
+  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
+      "replicas", "replica counts (default 1,2; 4 with 8 cores)", cxxopts::value<std::string>())(
+      "steps", "steps per run (default 6)", cxxopts::value<int64_t>())(
+      "warmup", "leading steps of each run left out (default 2)", cxxopts::value<int64_t>())(
+      "set", "override a config key in every run (repeatable)",
+      cxxopts::value<std::vector<std::string>>());
+  const auto args = Parse(options, argc, argv);
+  if (!args) return 0;
+  bench::ReplicasOptions o;
+  o.config = Get<std::string>(*args, "config", "");
+  if (o.config.empty()) throw UsageError("bench replicas needs --config FILE");
+  if (args->count("replicas"))
+    o.replicas = NumberList((*args)["replicas"].as<std::string>(), "--replicas");
+  o.steps = Get<int64_t>(*args, "steps", o.steps);
+  o.warmup = Get<int64_t>(*args, "warmup", o.warmup);
+  o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
+  const bench::ReplicasReport report = bench::RunReplicasBench(o);
+  std::cout << (args->count("json") ? bench::ReplicasJson(report) + "\n"
+                                    : bench::ReplicasTable(report))
             << std::flush;
   return 0;
 }
@@ -177,7 +208,8 @@ int Capacity(int argc, char** argv) {
 }  // namespace
 
 int BenchMain(int argc, char** argv) {
-  if (argc < 2) throw UsageError("bench needs one of: transport, step, stages, memory, capacity");
+  if (argc < 2)
+    throw UsageError("bench needs one of: transport, step, stages, replicas, memory, capacity");
   const std::string which = argv[1];
   if (which == "-h" || which == "--help") {
     std::cout << kBenchUsage << std::endl;
@@ -186,10 +218,11 @@ int BenchMain(int argc, char** argv) {
   if (which == "transport") return Transport(argc - 1, argv + 1);
   if (which == "step") return Step(argc - 1, argv + 1);
   if (which == "stages") return Stages(argc - 1, argv + 1);
+  if (which == "replicas") return Replicas(argc - 1, argv + 1);
   if (which == "memory") return Memory(argc - 1, argv + 1);
   if (which == "capacity") return Capacity(argc - 1, argv + 1);
   throw UsageError("unknown bench '" + which +
-                   "'; use transport, step, stages, memory or capacity");
+                   "'; use transport, step, stages, replicas, memory or capacity");
 }
 
 }  // namespace up

@@ -32,8 +32,7 @@ int64_t PeakRss(const TrainerResult& r, const std::string& process) {
 
 // Bytes of both rings the pipeline creates for `c` (one slot per micro-batch each).
 int64_t RingBytes(const Config& c) {
-  const BoundarySpec spec =
-      BoundaryShapes(c.model, c.data.size, c.train.batch_size / c.train.micro_batches);
+  const BoundarySpec spec = BoundaryShapes(c.model, c.data.size, MicroBatchSamples(c));
   std::vector<ipc::TensorSpec> specs;
   for (size_t i = 0; i < spec.names.size(); ++i)
     specs.push_back({spec.names[i], ipc::DType::kFloat32, spec.shapes[i]});

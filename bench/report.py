@@ -482,6 +482,44 @@ def stages_section(s, title):
     return out
 
 
+def replicas_section(r):
+    """One `bench replicas` run: copies of the pipeline, each stage's exchange beside Gloo's."""
+    if not r:
+        return []
+    cores = r["machine"].get("cores", "?")
+    out = [
+        "## Replicas: copies of the pipeline",
+        "",
+        f"`unet-pipeline bench replicas --config {r['config']}`"
+        + (f" (sets {', '.join(r['sets'])})" if r["sets"] else "")
+        + f": one traced run of {r['steps']} steps per row, the first {r['warmup']} dropped, "
+        f"batch {r['batch_size']} over every replica, on {cores} cores. Exchange: the time a "
+        "stage's gradient exchange with its copies took per step (the \"replica exchange\" "
+        "spans: flattening, the sum (Gloo's all-reduce with two replicas; with more, an "
+        "all-to-all, the sum in replica order and an all-gather), the copy back) in the copy "
+        "that came to it last, so waited least for the others; beside it, the "
+        "copy that came first, whose time adds the wait. Peer: `torch.distributed.all_reduce` of the same bytes between as many "
+        "Python processes over Gloo on loopback, same LibTorch (`bench/allreduce_peer.py`, "
+        "median of 10).",
+        "",
+        "| replicas | step (ms) | samples/s | stage | gradients | exchange (ms) | with the wait (ms) | peer all_reduce (ms) | exchange / peer |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in r["rows"]:
+        for k, s in enumerate(row["stages"]):
+            peer = s.get("peer_allreduce_ms")
+            lead = (f"| {row['replicas']} | {row['step_ms']:.1f} | {row['samples_per_s']:.1f} "
+                    if k == 0 else "| | | ")
+            out.append(
+                lead + f"| {s['stage']} | {size_text(s['bytes'])} | {s['exchange_ms']:.2f} | "
+                f"{s.get('exchange_with_wait_ms', 0):.2f} | "
+                + (f"{peer:.2f} | {s['exchange_ms'] / peer:.2f}x |" if peer else "- | - |"))
+    if r.get("peer_note"):
+        out += ["", f"No peer: {r['peer_note']}."]
+    out.append("")
+    return out
+
+
 def capacity_sections(runs):
     runs = [(c, t) for c, t in runs if c]
     if not runs:
@@ -641,6 +679,7 @@ def main():
         lines += ["## More stages: step time, bubble and kept activations", ""]
         for st, title in stages:
             lines += stages_section(st, title)
+    lines += replicas_section(load(folder, "replicas-tiny"))
     if mem:
         lines += memory_section(mem, mb1, rec)
     lines += user_case_section([

@@ -33,6 +33,8 @@ run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --w
 # 2, 3 and 4 stages under each schedule (one traced run a row).
 run stages-tiny stages --config configs/tiny.yaml --set train.micro_batches=4
 run stages-small stages --config configs/small.yaml --set train.micro_batches=4 --steps 5
+# Copies of the pipeline: each stage's gradient exchange beside Gloo's all_reduce.
+run replicas-tiny replicas --config configs/tiny.yaml
 run memory-small memory --config configs/small.yaml --steps 3
 # The same with one micro-batch in flight, to separate that effect (docs say why).
 run memory-small-mb1 memory --config configs/small.yaml --steps 3 --set train.micro_batches=1

@@ -150,4 +150,23 @@ StagesBreakdown StagesFromTrace(const std::string& trace_path, int64_t warmup) {
   return b;
 }
 
+std::vector<StageCompute> SpanTimeFromTrace(const std::string& trace_path, int64_t warmup,
+                                            const std::string& name) {
+  const Trace t = ReadTrace(trace_path);
+  const Window w = StepWindow(t, trace_path, warmup);
+  const std::string suffix = "_proc";
+  std::vector<StageCompute> out;
+  for (const auto& [pid, process] : t.processes) {
+    if (process.size() <= suffix.size() ||
+        process.compare(process.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    double us = 0;
+    for (const Event& e : t.events) {
+      if (e.pid == pid && e.name == name && e.ts >= w.from && e.ts + e.dur <= w.to) us += e.dur;
+    }
+    out.push_back({process.substr(0, process.size() - suffix.size()), us / 1e3 / w.steps});
+  }
+  return out;
+}
+
 }  // namespace up::bench

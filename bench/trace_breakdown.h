@@ -43,4 +43,9 @@ struct StagesBreakdown {
 };
 StagesBreakdown StagesFromTrace(const std::string& trace_path, int64_t warmup);
 
+// Per stage process, the time its spans named `name` took per step in the
+// same window (0 for a process without any).
+std::vector<StageCompute> SpanTimeFromTrace(const std::string& trace_path, int64_t warmup,
+                                            const std::string& name);
+
 }  // namespace up::bench

@@ -98,6 +98,7 @@ const std::vector<std::string>& LeafKeys() {
       "pipeline.timeout_s",
       "pipeline.encoder_parts",
       "pipeline.decoder_parts",
+      "pipeline.replicas",
       "pipeline.cuts.encoder",
       "pipeline.cuts.decoder",
       "pipeline.placement",
@@ -973,6 +974,7 @@ void ReadPipeline(const Reader& r, PipelineConfig* p) {
   r.Int("pipeline.stages.decoder.node", &p->decoder.node, kAtLeast0);
   r.Int("pipeline.encoder_parts", &p->encoder_parts, {1, 64});
   r.Int("pipeline.decoder_parts", &p->decoder_parts, {1, 64});
+  r.Int("pipeline.replicas", &p->replicas, {1, 64});
   r.IntSeq("pipeline.cuts.encoder", &p->encoder_cuts, 0, 63, 1);
   r.IntSeq("pipeline.cuts.decoder", &p->decoder_cuts, 0, 63, 1);
   r.Enum("pipeline.placement", &p->placement, {"listed", "mirrored"});
@@ -1097,6 +1099,13 @@ void CheckConsistency(const Reader& r, const Config& c) {
     r.FailAt("train.batch_size", std::to_string(t.batch_size),
              "must be divisible by train.micro_batches (" + std::to_string(t.micro_batches) +
                  "); " + NearestMultiples(t.batch_size, t.micro_batches));
+  }
+  const int shards = t.micro_batches * c.pipeline.replicas;  // micro-batches of a whole batch
+  if (c.pipeline.replicas > 1 && t.batch_size % shards != 0) {
+    r.FailAt("train.batch_size", std::to_string(t.batch_size),
+             "must be divisible by pipeline.replicas x train.micro_batches (" +
+                 std::to_string(c.pipeline.replicas) + " x " + std::to_string(t.micro_batches) +
+                 " = " + std::to_string(shards) + "); " + NearestMultiples(t.batch_size, shards));
   }
   if (t.warmup_steps >= t.steps) {
     r.FailAt("train.warmup_steps", std::to_string(t.warmup_steps),
@@ -1352,6 +1361,7 @@ std::string DumpConfig(const Config& c) {
   // config dumps (and hashes) as before.
   if (p.encoder_parts > 1) line(2, "encoder_parts", num(p.encoder_parts));
   if (p.decoder_parts > 1) line(2, "decoder_parts", num(p.decoder_parts));
+  if (p.replicas > 1) line(2, "replicas", num(p.replicas));
   if (!p.encoder_cuts.empty() || !p.decoder_cuts.empty()) {
     line(2, "cuts", "");
     if (!p.encoder_cuts.empty()) line(4, "encoder", IntList(p.encoder_cuts));

@@ -70,13 +70,13 @@ inline const std::vector<std::string>& AugmentationNames() {
 }
 
 struct TrainConfig {
-  int batch_size = 8;                     // >= 1
-  int micro_batches = 2;                  // >= 1, divides batch_size
-  int steps = 20;                         // >= 1 optimizer steps
-  double lr = 1e-3;                       // > 0
-  std::string optimizer = "adam";         // adam | sgd
-  double momentum = 0.9;                  // sgd only, [0, 1)
-  double weight_decay = 0.0;              // >= 0
+  int batch_size = 8;              // >= 1
+  int micro_batches = 2;           // >= 1, per replica: micro_batches x replicas divides batch_size
+  int steps = 20;                  // >= 1 optimizer steps
+  double lr = 1e-3;                // > 0
+  std::string optimizer = "adam";  // adam | sgd
+  double momentum = 0.9;           // sgd only, [0, 1)
+  double weight_decay = 0.0;       // >= 0
   std::string lr_schedule = "constant";   // constant | cosine
   int warmup_steps = 0;                   // >= 0, < steps
   double grad_clip = 0.0;                 // max global grad norm; 0 = off
@@ -144,6 +144,10 @@ struct PipelineConfig {
   std::vector<int> nodes;
   StagePlacement encoder{"auto", 0};  // every encoder part, unless pipeline.devices says
   StagePlacement decoder{"auto", 0};
+  // Data-parallel copies of the whole pipeline (replica_group.h): each
+  // takes 1/replicas of every batch; a stage's copies average their
+  // gradients before the step.
+  int replicas = 1;
   int stages() const { return encoder_parts + decoder_parts; }
 };
 
@@ -155,6 +159,14 @@ struct Config {
   PipelineConfig pipeline;
   ValidateConfig validate;
 };
+
+// A whole batch's micro-batches, every replica's (micro_batches per replica
+// x replicas), and the samples in each: replica r takes micro-batches
+// r*micro_batches .. (r+1)*micro_batches-1 of the batch.
+inline int BatchMicroBatches(const Config& c) {
+  return c.train.micro_batches * c.pipeline.replicas;
+}
+inline int MicroBatchSamples(const Config& c) { return c.train.batch_size / BatchMicroBatches(c); }
 
 // Loads `path` (may be empty: defaults only) and applies `overrides`, each
 // "a.b.c=value". Throws up::UsageError on any problem.

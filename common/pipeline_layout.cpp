@@ -2,6 +2,7 @@
 #include "common/pipeline_layout.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "common/errors.h"
@@ -22,7 +23,7 @@ std::string List(const std::vector<int>& v) {
 // keeps (every micro-batch with keep under the sequential schedule, one with
 // recompute).
 int64_t LevelCost(const Config& c, const StageCounts& level) {
-  const int64_t n = c.train.batch_size / c.train.micro_batches;
+  const int64_t n = MicroBatchSamples(c);
   const int64_t kept = c.pipeline.activations == "keep" ? c.train.micro_batches : 1;
   return StateBytes(c, level) + level.activation_elements * n * BytesPerActivation(c) * kept;
 }
@@ -110,7 +111,11 @@ int StageIndexOf(const PipelineLayout& layout, bool encoder, int part, const std
       (encoder ? "encoder" : "decoder") + "_parts); give 1 to " + std::to_string(parts));
 }
 
-PipelineLayout ResolveLayout(const Config& c) {
+std::string ReplicaKey(const std::string& stage_key, int replica) {
+  return replica == 0 ? stage_key : stage_key + ".r" + std::to_string(replica);
+}
+
+PipelineLayout ResolveLayout(const Config& c, int replica) {
   const PipelineConfig& p = c.pipeline;
   const LevelGeometry g = Geometry(c.model);
   const int L = g.levels();
@@ -227,9 +232,21 @@ PipelineLayout ResolveLayout(const Config& c) {
              : as_encoder     ? p.encoder.node
                               : p.decoder.node;
   }
+  if (replica > 0) {  // CUDA stages move up by the devices one replica takes
+    auto cuda_index = [](const std::string& d) -> int {
+      if (d.rfind("cuda", 0) != 0) return -1;
+      return d.size() > 5 ? std::atoi(d.c_str() + 5) : 0;
+    };
+    int span = 0;
+    for (const StageSpec& s : out.stages) span = std::max(span, cuda_index(s.device) + 1);
+    for (StageSpec& s : out.stages) {
+      const int index = cuda_index(s.device);
+      if (index >= 0) s.device = "cuda:" + std::to_string(index + replica * span);
+    }
+  }
 
   // The tensors, by producer and consumers.
-  const int64_t n = c.train.batch_size / c.train.micro_batches;
+  const int64_t n = MicroBatchSamples(c);
   auto shape = [&](int level, int64_t channels) {
     std::vector<int64_t> sh{n, channels};
     for (size_t d = 0; d < c.data.size.size(); ++d)

@@ -92,6 +92,16 @@ int StageIndexOf(const PipelineLayout& layout, bool encoder, int part, const std
 // The layout of `config` for micro-batches of `config`'s size. UsageError
 // ("config: pipeline.cuts.encoder = [..]: ...") for parts or cuts the model
 // cannot take, or device and node lists of the wrong length.
-PipelineLayout ResolveLayout(const Config& config);
+// `replica` (pipeline.replicas): that copy's devices. The config places
+// replica 0; replica r's CPU stages stay on the CPU and a stage on cuda:N
+// moves to cuda:(N + r*D), D one past the highest CUDA index replica 0 uses
+// (two stages taking turns on cuda:0: replica r on cuda:r; on cuda:0 and
+// cuda:1: replica 1 on cuda:2 and cuda:3).
+PipelineLayout ResolveLayout(const Config& config, int replica = 0);
+
+// A stage's key in replica `replica`: "encoder" in replica 0 (the run's
+// files are replica 0's), "encoder.r1", "decoder2.r3" in the others (logs,
+// the handshake, test hooks).
+std::string ReplicaKey(const std::string& stage_key, int replica);
 
 }  // namespace up

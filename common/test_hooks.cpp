@@ -30,7 +30,8 @@ const std::vector<std::string> kLauncherPoints = {"spawn", "turn", "save", "fini
 [[noreturn]] void BadHook(const char* var, const std::string& value, const std::string& why) {
   std::fprintf(stderr,
                "error: %s=%s is not a valid test hook: %s; use <who>:<point>[:<step>] with who "
-               "encoder|decoder|launcher, or a part's key as encoder2 (see common/test_hooks.h)\n",
+               "encoder|decoder|launcher, or a part's key as encoder2, in replica 1 decoder.r1 "
+               "(see common/test_hooks.h)\n",
                var, value.c_str(), why.c_str());
   std::_Exit(2);
 }
@@ -70,10 +71,18 @@ const std::vector<Hook>& Hooks() {
 
 bool IsTestHookPoint(const std::string& who, const std::string& point) {
   const std::vector<std::string>* points = nullptr;
-  // A stage by its key: encoder, decoder, or a part of one (encoder2, decoder3).
+  // A stage by its key: encoder, decoder, or a part of one (encoder2,
+  // decoder3), in another replica with ".r<N>" (decoder.r1, encoder2.r3).
+  const size_t dot = who.find(".r");
+  const std::string stage = who.substr(0, dot);
+  const bool replica_ok =
+      dot == std::string::npos ||
+      (dot + 2 < who.size() &&
+       std::all_of(who.begin() + static_cast<std::ptrdiff_t>(dot + 2), who.end(),
+                   [](unsigned char c) { return std::isdigit(c) != 0; }));
   for (const std::string half : {"encoder", "decoder"}) {
-    if (who.rfind(half, 0) == 0 &&
-        std::all_of(who.begin() + static_cast<std::ptrdiff_t>(half.size()), who.end(),
+    if (replica_ok && stage.rfind(half, 0) == 0 &&
+        std::all_of(stage.begin() + static_cast<std::ptrdiff_t>(half.size()), stage.end(),
                     [](unsigned char c) { return std::isdigit(c) != 0; }))
       points = &kStagePoints;
   }

@@ -5,7 +5,8 @@
 //   UP_TEST_KILL_AT=<who>:<point>[:<step>]   the process raises SIGKILL on itself
 //   UP_TEST_HANG_AT=<who>:<point>[:<step>]   the process raises SIGSTOP on itself
 //
-// <who> is encoder, decoder or launcher, or a part's key (encoder2, decoder3); <step> is 1-based
+// <who> is encoder, decoder or launcher, or a part's key (encoder2, decoder3),
+// in a replica other than 0 with its number (decoder.r1, encoder2.r3); <step> is 1-based
 // (the step the launcher's messages name) and, when given, must match; without it the first time
 // the point is reached counts. Points (kTestHookPoints):
 //   stages:   start (arguments read, before connecting), hello (after the

@@ -97,8 +97,9 @@ c10::intrusive_ptr<c10d::Backend> JoinStageGroup(const C10dOptions& o,
     throw TimeoutError("cannot reach the rendezvous store at " + o.store_host + ":" +
                        std::to_string(o.store_port) + ": " + C10dMessage(e));
   }
-  const std::string peer =
-      o.world_size == 2 ? (o.rank == 0 ? "decoder stage" : "encoder stage") : "other stages";
+  const std::string peer = !o.peers.empty()    ? o.peers
+                           : o.world_size == 2 ? (o.rank == 0 ? "decoder stage" : "encoder stage")
+                                               : "other stages";
   try {
     if (o.backend == "nccl") {
       if (!device.is_cuda()) {

@@ -36,6 +36,7 @@ struct C10dOptions {
   int world_size = 2;     // the stages
   std::string bind_host;  // this node's address for the group's sockets
   double timeout_s = 120;
+  std::string peers;  // who the others are, for errors (empty: the other stages)
 };
 
 // Joins the stages' process group. UsageError for an unknown backend or

@@ -21,6 +21,7 @@
 #include "common/model/tensor_accounting.h"
 #include "common/plot_svg.h"
 #include "common/run_dir.h"
+#include "launcher/launch_env.h"
 #include "launcher/node_agent.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
@@ -146,6 +147,24 @@ int Train(int argc, char** argv) {
   nodes.master_addr = args["master-addr"].as<std::string>();
   nodes.master_port = args["master-port"].as<int>();
   nodes.node_addr = args["node-addr"].as<std::string>();
+  // Started by torchrun or srun: their variables say where this machine
+  // stands, unless the flags do.
+  bool from_env = false;
+  if (!args.count("nnodes") && !args.count("node-rank")) {
+    if (const auto env = ReadLaunchEnvironment(ProcessEnvironment())) {
+      from_env = true;
+      nodes.nnodes = env->nodes.nnodes;
+      nodes.node_rank = env->nodes.node_rank;
+      nodes.master_addr = env->nodes.master_addr;
+      nodes.master_port = env->nodes.master_port;
+      nodes.store_exists = env->store_exists;
+      LogInfo(Str("launch: ", env->source, " makes this node ", nodes.node_rank, " of ",
+                  nodes.nnodes,
+                  nodes.nnodes > 1 ? Str(", node 0 at ", nodes.master_addr, ":", nodes.master_port,
+                                         env->store_exists ? " (its store)" : "")
+                                   : std::string()));
+    }
+  }
   if (nodes.nnodes != 1 &&
       (args.count("single-process") || args.count("record") || args.count("trace"))) {
     throw UsageError("--nnodes " + std::to_string(nodes.nnodes) +
@@ -167,10 +186,14 @@ int Train(int argc, char** argv) {
     CheckDevices(config, false, nodes.node_rank);
     CheckData(config);  // this node's copy of the data
     StopSignals stop;
+    // Every node of a torchrun or srun launch gets the same --out: the
+    // others log into its node<N> folder (inside node 0's run folder when
+    // the file system is shared).
+    const std::string node = "node" + std::to_string(nodes.node_rank);
     return RunNodeAgent(config, nodes,
-                        args.count("out")
-                            ? args["out"].as<std::string>()
-                            : DefaultOut(path) + "-node" + std::to_string(nodes.node_rank));
+                        !args.count("out") ? DefaultOut(path) + "-" + node
+                        : from_env         ? args["out"].as<std::string>() + "/" + node
+                                           : args["out"].as<std::string>());
   }
 
   Config config;

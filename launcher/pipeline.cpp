@@ -56,21 +56,26 @@ std::string TurnText(const StageLink& s, int64_t step, const ChainTurn& turn) {
 // then the decoder's), each stage's placed by the positions its Hello gave;
 // those of `stepping` may be missing (0 then): it steps in the turn of its
 // last backward and puts its own in.
+// Only `replica`'s stages count (the copies' norms are equal: their
+// gradients were summed alike).
 std::vector<float> AllNorms(const PipelineLayout& layout, const std::vector<StageLink>& stages,
-                            const std::vector<std::vector<float>>& norms, int stepping) {
+                            const std::vector<std::vector<float>>& norms, int stepping,
+                            int replica) {
   size_t half[2] = {0, 0};
   for (const StageLink& s : stages)
-    half[layout.stages[static_cast<size_t>(s.index)].encoder ? 0 : 1] +=
-        s.parameter_positions.size();
+    if (s.replica == replica)
+      half[layout.stages[static_cast<size_t>(s.stage)].encoder ? 0 : 1] +=
+          s.parameter_positions.size();
   std::vector<float> all(half[0] + half[1], 0.0f);
   for (const StageLink& s : stages) {
+    if (s.replica != replica) continue;
     const std::vector<float>& own = norms[static_cast<size_t>(s.index)];
     if (s.index == stepping && own.empty()) continue;
     if (own.size() != s.parameter_positions.size()) {
       throw RuntimeError(Str("the ", s.label, " reported ", own.size(), " gradient norms for its ",
                              s.parameter_positions.size(), " parameters"));
     }
-    const size_t offset = layout.stages[static_cast<size_t>(s.index)].encoder ? 0 : half[0];
+    const size_t offset = layout.stages[static_cast<size_t>(s.stage)].encoder ? 0 : half[0];
     for (size_t i = 0; i < own.size(); ++i)
       all[offset + static_cast<size_t>(s.parameter_positions[i])] = own[i];
   }
@@ -82,7 +87,8 @@ void CheckPositions(const PipelineLayout& layout, const std::vector<StageLink>& 
   for (bool encoder : {true, false}) {
     std::vector<int32_t> all;
     for (const StageLink& s : stages) {
-      if (layout.stages[static_cast<size_t>(s.index)].encoder != encoder) continue;
+      if (s.replica != 0 || layout.stages[static_cast<size_t>(s.stage)].encoder != encoder)
+        continue;
       all.insert(all.end(), s.parameter_positions.begin(), s.parameter_positions.end());
     }
     std::sort(all.begin(), all.end());
@@ -105,7 +111,16 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const PipelineConfig& p = config.pipeline;
   const PipelineLayout layout = ResolveLayout(config);
   const int S = layout.size();
+  const int R = p.replicas;  // copies of the S stages: process r*S + s is replica r's stage s
   const Placement placement = ResolvePlacement(p, layout, nodes);
+  if (R > 1 && nodes.nnodes > 1) {
+    throw UsageError(Str("pipeline.replicas = ", R, " with --nnodes ", nodes.nnodes,
+                         ": replicas run on one machine for now; use --nnodes 1"));
+  }
+  if (R > 1 && !debug.record_dir.empty()) {
+    throw UsageError(Str("--record records one pipeline; pipeline.replicas is ", R,
+                         ": record with pipeline.replicas=1"));
+  }
   // Devices are checked here, before any process starts.
   std::vector<torch::Device> device;
   for (const StageSpec& s : layout.stages) device.push_back(ParseDevice(s.device, s.device_key));
@@ -190,10 +205,24 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                 " channels"));
   }
 
+  if (R > 1) {
+    std::string where_r;
+    for (int r = 1; r < R; ++r) {
+      std::string on;
+      for (const StageSpec& s : ResolveLayout(config, r).stages)
+        on += (on.empty() ? "" : "/") + s.device;
+      where_r += Str(", ", r, " on ", on);
+    }
+    LogInfo(Str("pipeline: ", R, " replicas of the ", S, " stages, each taking ",
+                MicroBatchSamples(config) * t.micro_batches, " of each batch's ", t.batch_size,
+                " samples; replica 0 as above", where_r, "; gradients summed in replica order (",
+                device[0].is_cuda() ? "nccl" : "gloo", ")"));
+  }
   const std::string config_path = (fs::path(run.path()) / "config.yaml").string();
   BeginRecording(debug, config);
   std::vector<std::string> keys;
-  for (const StageSpec& s : layout.stages) keys.push_back(s.Key());
+  for (int r = 0; r < R; ++r)
+    for (const StageSpec& s : layout.stages) keys.push_back(ReplicaKey(s.Key(), r));
   TraceSession trace(debug, keys);
 
   // The run's resources, in the order they are released backwards: the
@@ -206,23 +235,27 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   RunScratchDir sockets(run_id.Hex());
   // A c10d transport meets at a TCPStore; stages on other nodes reach the
   // launcher over TCP, on --master-addr only.
+  // Replicas meet there too, one process group per stage (replica_group.h).
   std::optional<Rendezvous> rendezvous;
-  if (placement.c10d)
-    rendezvous.emplace(Rendezvous::Serve(nodes.master_addr, nodes.master_port, p.timeout_s));
+  if (placement.c10d || R > 1)
+    rendezvous.emplace(nodes.store_exists
+                           ? Rendezvous::Join(nodes.master_addr, nodes.master_port, p.timeout_s)
+                           : Rendezvous::Serve(nodes.master_addr, nodes.master_port, p.timeout_s));
   ipc::ControlListener listener =
       nodes.nnodes > 1 ? ipc::ControlListener::ListenTcp(nodes.master_addr)
                        : ipc::ControlListener::Listen(sockets.path() + "/control.sock");
   // One pair of rings per channel (the shared-memory transports only), each
-  // slot sized for the channel's message.
+  // slot sized for the channel's message; each replica has its own.
+  auto ring_prefix = [&](int r) { return R > 1 ? Str(prefix, "-r", r) : prefix; };
   std::vector<std::unique_ptr<ipc::ShmRing>> rings;
-  if (!placement.c10d) {
+  for (int r = 0; r < R && !placement.c10d; ++r) {
     for (const StageChannel& ch : layout.channels) {
       std::vector<ipc::TensorSpec> wire_specs;
       for (const WireTensor& w : ch.tensors)
         wire_specs.push_back({w.name, ipc::DType::kFloat32, w.shape});
       const uint64_t slot_bytes = ipc::ShmRing::PayloadBytesFor(wire_specs);
       for (bool forward : {true, false}) {
-        rings.push_back(ipc::ShmRing::Create({ChannelRingName(prefix, ch, forward), run_id,
+        rings.push_back(ipc::ShmRing::Create({ChannelRingName(ring_prefix(r), ch, forward), run_id,
                                               static_cast<uint32_t>(t.micro_batches), slot_bytes}));
       }
     }
@@ -243,46 +276,53 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                       .Encode());
   }
 
-  auto stage_args = [&](const StageSpec& spec) {
-    const std::string key = spec.Key();
+  auto stage_args = [&](const StageSpec& spec, int r) {
+    const std::string key = ReplicaKey(spec.Key(), r);
     std::vector<std::string> args{"--config",  config_path,
                                   "--control", listener.endpoint(),
                                   "--run-id",  run_id.Hex(),
                                   "--part",    std::to_string(spec.part + 1),
                                   "--log",     (fs::path(run.path()) / (key + ".log")).string()};
+    if (R > 1) args.insert(args.end(), {"--replica", std::to_string(r)});
+    if (placement.c10d) args.insert(args.end(), {"--c10d", p.transport});
     if (rendezvous) {
-      args.insert(args.end(), {"--c10d", p.transport, "--store", rendezvous->address(),
-                               "--node-addr", nodes.master_addr});
-    } else {
-      args.insert(args.end(), {"--rings", prefix});
+      args.insert(args.end(), {"--store", rendezvous->address(), "--node-addr", nodes.master_addr});
     }
+    if (!placement.c10d) args.insert(args.end(), {"--rings", ring_prefix(r)});
+    // Every replica starts from replica 0's files (the run keeps one copy).
     if (resume)
-      args.insert(args.end(), {"--load", (fs::path(resume->dir) / (key + ".pt")).string()});
+      args.insert(args.end(), {"--load", (fs::path(resume->dir) / (spec.Key() + ".pt")).string()});
     if (cpu_budget && cpu_stage[static_cast<size_t>(spec.index)])
       args.insert(args.end(), {"--device-budget", prefix + "-budget"});
     for (std::string& a : StageDebugArgs(debug, key)) args.push_back(std::move(a));
     return args;
   };
   std::vector<StageLink> links;
-  for (const StageSpec& spec : layout.stages) {
-    const int s = spec.index;
-    StageLink link;
-    link.index = s;
-    link.key = spec.Key();
-    link.label = spec.parts == 1 ? spec.Name() + " stage" : spec.Name();
-    link.device = placement.lock_key[static_cast<size_t>(s)];
-    link.node = placement.node[static_cast<size_t>(s)];
-    if (placement.Local(s, 0)) {
-      link.child.emplace(
-          ChildProcess::Spawn({link.key,
-                               StageBinary(spec.encoder ? "encoder_proc" : "decoder_proc"),
-                               stage_args(spec),
-                               {},
-                               true,
-                               ""}));
-      StopSignals::WatchChild(link.child->pid());  // a second Ctrl-C kills them
+  for (int r = 0; r < R; ++r) {
+    for (const StageSpec& spec : layout.stages) {
+      const int s = spec.index;
+      StageLink link;
+      link.index = r * S + s;
+      link.stage = s;
+      link.replica = r;
+      link.key = ReplicaKey(spec.Key(), r);
+      link.label = (spec.parts == 1 ? spec.Name() + " stage" : spec.Name()) +
+                   (R > 1 ? Str(" of replica ", r) : "");
+      // Each replica takes turns on its own devices.
+      link.device = placement.lock_key[static_cast<size_t>(s)] + (r > 0 ? Str("/r", r) : "");
+      link.node = placement.node[static_cast<size_t>(s)];
+      if (placement.Local(s, 0)) {
+        link.child.emplace(
+            ChildProcess::Spawn({link.key,
+                                 StageBinary(spec.encoder ? "encoder_proc" : "decoder_proc"),
+                                 stage_args(spec, r),
+                                 {},
+                                 true,
+                                 ""}));
+        StopSignals::WatchChild(link.child->pid());  // a second Ctrl-C kills them
+      }
+      links.push_back(std::move(link));
     }
-    links.push_back(std::move(link));
   }
   RemoteExit remote_exit = [&](const StageLink& link) {
     return rendezvous
@@ -327,7 +367,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     std::string up;
     for (const StageLink& s : stages.all())
       up += Str(up.empty() ? "" : ", ", s.key, " pid ", hellos[static_cast<size_t>(s.index)].pid,
-                where(s.index));
+                where(s.stage));
     LogInfo(Str("run id ", run_id.Hex(), "; stages up: ", up));
   }
 
@@ -347,7 +387,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     peak = std::max(peak, total);
     // A CPU device enforces the budget as it allocates; on CUDA each process's
     // cap is the whole budget, so the stages' sum is checked here, a turn at a time.
-    if (device[static_cast<size_t>(active.index)].is_cuda() && t.memory_budget > 0 &&
+    if (device[static_cast<size_t>(active.stage)].is_cuda() && t.memory_budget > 0 &&
         total > t.memory_budget) {
       throw RuntimeError(Str(
           "out of memory on ", active.device, " during ", during, ": the ", active.label,
@@ -355,50 +395,59 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
           FormatBytes(t.memory_budget), " train.memory_budget; ", FitSuggestions(config, false)));
     }
   };
-  // Runs the phases of `list` for step `step`: grants each turn (the device
-  // lock), lets the next phase's parked stage prefetch, and folds each report
-  // into the stage's figures before handing it to `on_report`.
-  std::vector<std::vector<float>> norms(static_cast<size_t>(S));  // this step's, per stage
-  std::vector<double> held_s(static_cast<size_t>(S), 0.0);        // time each stage held its turns
-  const auto run_phases = [&](int64_t step, const std::vector<ChainPhase>& list,
+  // Runs the phases of `list` for step `step` in the first `replicas` copies
+  // of the pipeline at once (each copy's turns are the schedule's): grants
+  // each turn (the device lock), lets the next phase's parked stage
+  // prefetch, and folds each report into the stage's figures before handing
+  // it to `on_report`.
+  const size_t P = static_cast<size_t>(R * S);  // processes
+  std::vector<std::vector<float>> norms(P);     // this step's, per process
+  std::vector<double> held_s(P, 0.0);           // time each process held its turns
+  const auto run_phases = [&](int64_t step, const std::vector<ChainPhase>& list, int replicas,
                               const std::function<void(int, const ipc::TurnReport&)>& on_report) {
-    std::vector<int64_t> turn_start_us(static_cast<size_t>(S), 0);
-    std::vector<std::string> turn_text(static_cast<size_t>(S));
+    std::vector<int64_t> turn_start_us(P, 0);
+    std::vector<std::string> turn_text(P);
     for (size_t k = 0; k < list.size(); ++k) {
       const ChainPhase& phase = list[k];
       std::vector<int> waiting;
       std::string doing;
-      for (const ChainTurn& turn : phase.turns) {
-        StageLink& s = stages[turn.stage];
-        const std::string text = TurnText(s, step, turn);
-        bool acquired;
-        {
-          TraceSpan lock_wait(trace_event::kLockWait, "lock");
-          acquired = locks.TryAcquire(s.device, turn.stage);
+      for (int r = 0; r < replicas; ++r) {
+        for (const ChainTurn& turn : phase.turns) {
+          const int id = r * S + turn.stage;
+          StageLink& s = stages[id];
+          const std::string text = TurnText(s, step, turn);
+          bool acquired;
+          {
+            TraceSpan lock_wait(trace_event::kLockWait, "lock");
+            acquired = locks.TryAcquire(s.device, id);
+          }
+          if (!acquired)
+            throw RuntimeError("schedule error: " + s.device + " is held while granting " + text);
+          ipc::TurnRequest req{step, turn.actions, {}};
+          const bool steps =
+              std::any_of(turn.actions.begin(), turn.actions.end(),
+                          [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
+          if (steps && global_norms) req.all_norms = AllNorms(layout, stages.all(), norms, id, r);
+          LogDebug(Str(s.device, " -> ", text));
+          // The turn starts when granted: a stage may begin before Send returns.
+          turn_start_us[static_cast<size_t>(id)] = MonotonicMicros();
+          stages.Send(s, ipc::Encode(req), text);
+          TestHookPoint("launcher", "turn", step + 1);
+          turn_text[static_cast<size_t>(id)] = text;
+          waiting.push_back(id);
+          if (!doing.empty()) doing += ", ";
+          doing += text;
         }
-        if (!acquired)
-          throw RuntimeError("schedule error: " + s.device + " is held while granting " + text);
-        ipc::TurnRequest req{step, turn.actions, {}};
-        const bool steps = std::any_of(turn.actions.begin(), turn.actions.end(),
-                                       [](const ipc::Action& a) { return a.op == ipc::Op::kStep; });
-        if (steps && global_norms)
-          req.all_norms = AllNorms(layout, stages.all(), norms, turn.stage);
-        LogDebug(Str(s.device, " -> ", text));
-        // The turn starts when granted: a stage may begin before Send returns.
-        turn_start_us[static_cast<size_t>(turn.stage)] = MonotonicMicros();
-        stages.Send(s, ipc::Encode(req), text);
-        TestHookPoint("launcher", "turn", step + 1);
-        turn_text[static_cast<size_t>(turn.stage)] = text;
-        waiting.push_back(turn.stage);
-        if (!doing.empty()) doing += ", ";
-        doing += text;
       }
       // pipeline.prefetch: the next phase's parked stage starts loading its
       // state now, while this phase computes.
       if (prefetch && k + 1 < list.size()) {
-        for (const ChainTurn& next : list[k + 1].turns) {
-          if (std::find(waiting.begin(), waiting.end(), next.stage) == waiting.end())
-            stages.Send(stages[next.stage], ipc::EncodePrefetch(), doing);
+        for (int r = 0; r < replicas; ++r) {
+          for (const ChainTurn& next : list[k + 1].turns) {
+            const int id = r * S + next.stage;
+            if (std::find(waiting.begin(), waiting.end(), id) == waiting.end())
+              stages.Send(stages[id], ipc::EncodePrefetch(), doing);
+          }
         }
       }
       const auto phase_start = Clock::now();
@@ -444,9 +493,11 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     std::fill(held_s.begin(), held_s.end(), 0.0);
     double loss = 0;
     DiceCounter dice(config.model.num_classes);
-    std::vector<std::optional<ipc::TurnReport>> stepped(static_cast<size_t>(S));  // fp16
+    std::vector<std::optional<ipc::TurnReport>> stepped(P);  // fp16
     double data_wait_s = 0;
-    run_phases(step, phases, [&](int id, const ipc::TurnReport& report) {
+    // The loss and Dice over every replica: each micro-batch's loss is
+    // already scaled by 1 / (micro_batches x replicas).
+    run_phases(step, phases, R, [&](int id, const ipc::TurnReport& report) {
       data_wait_s += report.data_wait_s;
       if (!report.dice_counts.empty()) dice.AddCounts(report.dice_counts);
       if (report.loss_scale > 0) stepped[static_cast<size_t>(id)] = report;
@@ -459,7 +510,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       const auto& last = stepped.back();
       std::string outcomes;
       bool agree = true;
-      for (int s = 0; s < S; ++s) {
+      for (int s = 0; s < static_cast<int>(P); ++s) {
         const auto& o = stepped[static_cast<size_t>(s)];
         outcomes += Str(s ? ", " : "", stages[s].key, " ",
                         o ? Str("scale ", o->loss_scale, o->skipped ? " skipped" : "")
@@ -474,13 +525,13 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     const StepEnd end = DecideStepEnd(config, step);
     std::optional<ValidationRecord> val;
     bool best = false;
-    if (end.validate) {  // through the stages, the training state untouched
+    if (end.validate) {  // through replica 0's stages, the training state untouched
       const auto val_start = Clock::now();
       std::vector<std::vector<int64_t>> cases;
       run_phases(step,
                  ChainValidationSchedule(static_cast<int64_t>(validation->plan.size()),
                                          t.micro_batches, !lock_on, S),
-                 [&](int, const ipc::TurnReport& report) {
+                 1, [&](int, const ipc::TurnReport& report) {
                    if (report.val_cases == 0) return;
                    const size_t per_case = report.val_counts.size() / report.val_cases;
                    for (size_t c = 0; c < static_cast<size_t>(report.val_cases); ++c)
@@ -512,11 +563,12 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                       "  tensors:" + tensors + " (live/peak)");
     summary.final_loss = loss;
 
-    if (end.checkpoint || best) {
+    if (end.checkpoint || best) {  // replica 0 writes the run's one copy
       const std::string doing = "checkpoint of step " + std::to_string(step + 1);
       const std::string staging = BeginCheckpoint(run.path(), step + 1);
       StagingCleanup unless_committed(staging);
       for (StageLink& s : stages.all()) {
+        if (s.replica != 0) continue;
         stages.Send(
             s,
             ipc::Encode(ipc::SaveRequest{step + 1, (fs::path(staging) / (s.key + ".pt")).string()}),
@@ -557,7 +609,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   for (StageLink& s : stages.all()) stages.Send(s, ipc::EncodeFinish(), shutdown);
   TestHookPoint("launcher", "finish");
   std::vector<int> waiting;
-  for (int s = 0; s < S; ++s) waiting.push_back(s);
+  for (int s = 0; s < static_cast<int>(P); ++s) waiting.push_back(s);
   while (!waiting.empty()) {
     auto [id, m] = stages.Await(waiting, After(p.timeout_s), shutdown);
     ipc::ExpectType(m, ipc::MsgType::kBye, stages[id].label);
@@ -595,7 +647,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   for (StageLink& s : stages.all()) {
     processes.push_back({s.key, s.peak_rss_bytes, s.device_peak_bytes, s.busy_s,
                          s.peak_tensor_bytes,
-                         device[static_cast<size_t>(s.index)].is_cuda()
+                         device[static_cast<size_t>(s.stage)].is_cuda()
                              ? std::optional<int64_t>(s.peak_reserved_bytes)
                              : std::nullopt,
                          s.residue_tensor_bytes,
@@ -614,6 +666,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       .Field("transport", p.transport)
       .Field("nnodes", nodes.nnodes)
       .Field("stages", S)
+      .Field("replicas", R)
       .Field("run_id", run_id.Hex());
   WriteRunSummary(run, "pipeline", own, summary, processes, devices, t.memory_budget);
   return summary;

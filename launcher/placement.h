@@ -24,8 +24,9 @@ struct NodeOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;    // 0: any free port (a run on one machine)
-  std::string node_addr;  // this node's address for c10d; empty: the one toward master_addr
+  int master_port = 0;        // 0: any free port (a run on one machine)
+  std::string node_addr;      // this node's address for c10d; empty: the one toward master_addr
+  bool store_exists = false;  // torchrun's agent serves the store: node 0 joins it too
 };
 
 struct Placement {

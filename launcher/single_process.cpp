@@ -18,6 +18,7 @@
 #include "common/model/loss.h"
 #include "common/model/out_of_memory.h"
 #include "common/model/precision.h"
+#include "common/model/replica_gradients.h"
 #include "common/model/sliding_window.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
@@ -131,6 +132,8 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   auto data = MakeDataset(config);
   const std::unique_ptr<ValidationSet> validation = MakeValidationSet(config);
   BatchLoader loader(*data, config, SampleParts::kBoth);
+  std::optional<ReplicaGradientSum> replica_sum;
+  if (config.pipeline.replicas > 1) replica_sum.emplace(model->parameters());
 
   int64_t start = 0;
   if (resume) {
@@ -159,7 +162,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
     dec_opt.BeginStep(step);
     DiceCounter dice(config.model.num_classes);
     double loss_sum = 0;
-    for (int mb = 0; mb < t.micro_batches; ++mb) {
+    for (int mb = 0; mb < BatchMicroBatches(config); ++mb) {
       SetMemoryPlace(Str("step ", step + 1, ", micro-batch ", mb));
       MicroBatch batch = loader.Get(step, mb);
       torch::Tensor masks = batch.masks.to(device);  // (n, *S)
@@ -168,13 +171,17 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
       {
         AutocastScope autocast(t, device);
         outputs = model->forward(batch.images.to(device));
-        loss = SegmentationLoss(outputs, masks, loss_spec) / t.micro_batches;
+        loss = SegmentationLoss(outputs, masks, loss_spec) / BatchMicroBatches(config);
       }
       ScaledBackward(loss, dec_opt.loss_scale());  // fp16: both halves hold the same scale
       if (offload) offload->Clear();
       loss_sum += loss.item<double>();
       dice.Add(outputs[0], masks);
+      // pipeline.replicas: each replica's micro-batches sum apart, then the
+      // replicas' sums in replica order, as the replicas' exchange adds them.
+      if (replica_sum && (mb + 1) % t.micro_batches == 0) replica_sum->EndReplica();
     }
+    if (replica_sum) replica_sum->Finish();
     SetMemoryPlace(Str("step ", step + 1, ", optimizer step"));
     const TensorBytes compute = TakeTensorBytes(device);
     run_peak.Merge(compute);

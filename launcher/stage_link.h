@@ -20,7 +20,9 @@
 namespace up {
 
 struct StageLink {
-  int index = 0;       // in pipeline order
+  int index = 0;       // in the group: replica * stages + stage
+  int stage = 0;       // in pipeline order
+  int replica = 0;     // pipeline.replicas: which copy of the pipeline
   std::string key;     // "encoder", "decoder2": files, logs, the handshake
   std::string label;   // "encoder stage", "decoder part 2 of 3": messages
   std::string device;  // the lock's key: the device, qualified by node when nodes differ

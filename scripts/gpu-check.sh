@@ -663,6 +663,16 @@ run_check() {
   step_train train_pipeline_bf16 bf16 pipeline
   # Four stages (each half in two parts) taking turns on the one card.
   step_train train_pipeline_parts4_bf16 bf16 pipeline pipeline.encoder_parts=2 pipeline.decoder_parts=2
+  # Replicas: two copies of the pipeline, replica 1 on the next device (a
+  # second GPU; both on the CPU in the rehearsal). One GPU cannot hold them.
+  local gpus=0
+  [ "$device" = cuda ] && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [ "$device" != cuda ] || [ "${gpus:-0}" -ge 2 ]; then
+    step_train train_pipeline_replicas2_bf16 bf16 pipeline pipeline.replicas=2 \
+      train.micro_batches=1
+  else
+    say "train_pipeline_replicas2_bf16: not run: this machine has ${gpus:-0} GPU (replica 1 needs a second)"
+  fi
   step_train train_single_fp16 fp16 single
   step_train train_pipeline_fp16 fp16 pipeline
   # The one-card ways that hold only the turn: recompute by blocks with the

@@ -14,7 +14,7 @@ namespace up::stage {
 PartStage::PartStage(const StageContext& ctx, std::shared_ptr<torch::nn::Module> module,
                      const std::vector<int>& positions, int half_parameters)
     : TrainingStage(ctx.config, ctx.layout, ctx.stage, std::move(module), positions,
-                    half_parameters),
+                    half_parameters, ctx.replica),
       recompute_(ctx.config.pipeline.activations == "recompute"),
       parking_(ctx.config, device_),
       loss_(MakeLossSpec(ctx.config)) {
@@ -246,7 +246,7 @@ double PartStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* di
         outputs[i] = parking_.ToDevice(u->second);
       }
     }
-    loss = SegmentationLoss(outputs, masks, loss_) / config_.train.micro_batches;
+    loss = SegmentationLoss(outputs, masks, loss_) / BatchMicroBatches(config_);
   }
   TestHookPoint(key(), "forward", step + 1);
   ScaledBackward(loss, optimizer_.loss_scale());  // fp16: the gradients go back scaled

@@ -40,6 +40,7 @@ constexpr uint64_t kMaxStageFileBytes = 64ULL << 30;
 struct StageArgs {
   std::string config, control, run_id, rings, load, log, record, trace;
   int part = 1;                                 // of the half's parts, 1-based
+  int replica = 0;                              // pipeline.replicas: which copy
   std::string c10d, store, node_addr, scratch;  // c10d transport; scratch: remote stages
   std::string device_budget;  // the CPU device's shared tensor total (device_budget_segment.h)
   int record_steps = 1;
@@ -52,6 +53,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   options.add_options()("config", "resolved config file", cxxopts::value<std::string>())(
       "control", "launcher's control socket", cxxopts::value<std::string>())(
       "run-id", "run id (hex)", cxxopts::value<std::string>())(
+      "replica", "which copy of the pipeline this process belongs to (pipeline.replicas)",
+      cxxopts::value<int>()->default_value("0"))(
       "part", "which part of its half this process runs (1-based)",
       cxxopts::value<int>()->default_value("1"))(
       "rings", "the run's ring names' prefix (one pair of rings per channel)",
@@ -92,6 +95,7 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   a.run_id = r["run-id"].as<std::string>();
   if (a.c10d.empty()) a.rings = r["rings"].as<std::string>();
   a.part = r["part"].as<int>();
+  a.replica = r["replica"].as<int>();
   a.store = r["store"].as<std::string>();
   a.node_addr = r["node-addr"].as<std::string>();
   a.scratch = r["scratch"].as<std::string>();
@@ -256,11 +260,20 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     StageContext ctx;
     ctx.config = LoadConfig(args.config, {});
     config = ctx.config;
-    ctx.layout = ResolveLayout(ctx.config);
+    const int replicas = ctx.config.pipeline.replicas;
+    if (args.replica < 0 || args.replica >= replicas) {
+      throw UsageError(Str("--replica ", args.replica, ": this run has pipeline.replicas = ",
+                           replicas, " (0 to ", replicas - 1, ")"));
+    }
+    if (replicas > 1 && args.store.empty())
+      throw UsageError(stage +
+                       "_proc needs --store with pipeline.replicas > 1 (unet-pipeline gives it)");
+    ctx.replica = args.replica;
+    ctx.layout = ResolveLayout(ctx.config, args.replica);
     ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", args.part - 1, "--part");
     const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
-    key = spec.Key();
-    name = spec.Name();
+    key = ReplicaKey(spec.Key(), args.replica);
+    name = spec.Name() + (replicas > 1 ? Str(" of replica ", args.replica) : "");
     // With a log file, the terminal gets only warnings (-v: everything).
     InitLogging(
         key, args.level, args.log,
@@ -366,6 +379,11 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     if (!args.load.empty()) worker->Load(args.load);
     if (!late.empty())
       JoinC10d(args, ctx.config, ctx.layout, ctx.stage, device, run_id.Hex(), late);
+    if (replicas > 1) {
+      worker->JoinReplicas({args.store, run_id.Hex(), spec.Key(),
+                            args.node_addr.empty() ? "127.0.0.1" : args.node_addr, args.replica,
+                            replicas, timeout_s});
+    }
     ApplyTestHooks(key, *worker);
     TestHookPoint(key, "hello");
     if (recorder) {

@@ -24,6 +24,7 @@
 #include "common/pipeline_layout.h"
 #include "ipc/control_protocol.h"
 #include "ipc/tensor_channel.h"
+#include "stage/replica_group.h"
 
 namespace up::stage {
 
@@ -45,6 +46,10 @@ class StageWorker {
   virtual void Prefetch() {}
   // The stage's half of the U-Net (recording, replay and test hooks read it).
   virtual torch::nn::Module& module() = 0;
+  // pipeline.replicas: joins this stage's copies in the other replicas
+  // (replica_group.h), after the handshake; a stage that trains sums its
+  // gradients with theirs after each step's last backward.
+  virtual void JoinReplicas(const ReplicaGroupOptions&) {}
 
   // When set (by the recorder), a stage that computes the loss calls it with
   // each micro-batch's scaled loss.
@@ -64,6 +69,7 @@ struct StageContext {
   Config config;
   PipelineLayout layout;
   int stage = 0;                      // this stage's index in the layout
+  int replica = 0;                    // which copy of the pipeline (pipeline.replicas)
   std::vector<ChannelEnds> channels;  // every channel into or out of the stage
 };
 

@@ -29,14 +29,14 @@ bool SharesDevice(const PipelineLayout& layout, const StageSpec& spec) {
 
 TrainingStage::TrainingStage(const Config& config, const PipelineLayout& layout, int index,
                              std::shared_ptr<torch::nn::Module> module,
-                             const std::vector<int>& positions, int half_parameters)
+                             const std::vector<int>& positions, int half_parameters, int replica)
     : config_(config),
       layout_(layout),
       spec_(layout.stages.at(static_cast<size_t>(index))),
       device_(ParseDevice(spec_.device, spec_.device_key)),
       module_(std::move(module)),
       optimizer_((module_->to(device_), *module_), config.train),
-      key_(spec_.Key()),
+      key_(ReplicaKey(spec_.Key(), replica)),
       name_(spec_.Name()),
       positions_(positions.begin(), positions.end()),
       half_parameters_(half_parameters) {
@@ -45,8 +45,8 @@ TrainingStage::TrainingStage(const Config& config, const PipelineLayout& layout,
   // take what their neighbours send.
   if (first() || last()) {
     data_ = MakeDataset(config);
-    loader_ = std::make_unique<BatchLoader>(*data_, config,
-                                            first() ? SampleParts::kImages : SampleParts::kMasks);
+    loader_ = std::make_unique<BatchLoader>(
+        *data_, config, first() ? SampleParts::kImages : SampleParts::kMasks, replica);
   }
   if (first() || last()) validation_ = MakeValidationSet(config);
   if (ShouldPark(config.pipeline.park, device_, SharesDevice(layout_, spec_),
@@ -94,6 +94,7 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
 
 void TrainingStage::BackwardDone(ipc::TurnReport* report) {
   if (++backward_done_ != config_.train.micro_batches) return;
+  if (replicas_) replicas_->AverageGradients(*module_);  // before fp16's unscale and the norms
   optimizer_.Unscale();                      // fp16: the norms and the step see unscaled gradients
   torch::Tensor n = optimizer_.GradNorms();  // (P,)
   report->norms.assign(n.data_ptr<float>(), n.data_ptr<float>() + n.numel());
@@ -142,6 +143,12 @@ const ValidationSet& TrainingStage::validation(const ipc::Action& action) const 
 void TrainingStage::NotMine(const ipc::Action& action) const {
   throw RuntimeError(Str(name_, ": action ", ipc::ActionName(action), " is not one the ",
                          last() ? "last stage" : "stages before the last", " runs"));
+}
+
+void TrainingStage::JoinReplicas(const ReplicaGroupOptions& options) {
+  replicas_ = std::make_unique<ReplicaGroup>(options, device_);
+  LogInfo(Str("joined the ", options.replicas, " copies of the ", spec_.Key(), " as replica ",
+              options.replica));
 }
 
 void TrainingStage::Prefetch() {

@@ -21,6 +21,7 @@
 #include "common/model/stage_optimizer.h"
 #include "common/model/stage_parking.h"
 #include "common/pipeline_layout.h"
+#include "stage/replica_group.h"
 #include "stage/stage_worker.h"
 
 namespace up::stage {
@@ -36,14 +37,17 @@ class TrainingStage : public StageWorker {
   void Save(const ipc::SaveRequest& request) override;
   void Load(const std::string& path) override;
   torch::nn::Module& module() override { return *module_; }
+  void JoinReplicas(const ReplicaGroupOptions& options) override;
 
  protected:
   // `module`: stage `index` of `layout`'s part of the U-Net, initialised on
   // the CPU; `positions`: where each of its parameters stands in its half,
   // which has `half_parameters` in all.
+  // `replica`: which copy of the pipeline it belongs to (its micro-batches
+  // of each batch, its key "encoder.r1").
   TrainingStage(const Config& config, const PipelineLayout& layout, int index,
                 std::shared_ptr<torch::nn::Module> module, const std::vector<int>& positions,
-                int half_parameters);
+                int half_parameters, int replica = 0);
 
   // Runs one action of the part's own (not S), adding to `report`.
   virtual void RunAction(const ipc::Action& action, int64_t step, ipc::TurnReport* report) = 0;
@@ -73,6 +77,7 @@ class TrainingStage : public StageWorker {
   std::unique_ptr<Dataset> data_;              // the first stage's images, the last one's masks
   std::unique_ptr<ValidationSet> validation_;  // null without data.validation
   std::unique_ptr<BatchLoader> loader_;        // null for a stage in the middle
+  std::unique_ptr<ReplicaGroup> replicas_;     // null with one replica
 
  private:
   void Step(const ipc::TurnRequest& turn, ipc::TurnReport* report);

@@ -7,8 +7,12 @@
 
 namespace up {
 
-BatchLoader::BatchLoader(const Dataset& data, const Config& config, SampleParts parts)
-    : data_(data), config_(config), parts_(parts), micro_batches_(config.train.micro_batches) {
+BatchLoader::BatchLoader(const Dataset& data, const Config& config, SampleParts parts, int replica)
+    : data_(data),
+      config_(config),
+      parts_(parts),
+      micro_batches_(replica < 0 ? BatchMicroBatches(config) : config.train.micro_batches),
+      first_(replica < 0 ? 0 : replica * config.train.micro_batches) {
   for (int i = 0; i < config.data.workers; ++i) workers_.emplace_back([this] { Work(); });
 }
 
@@ -41,7 +45,7 @@ void BatchLoader::Work() {
     }
     try {
       MicroBatch b = LoadMicroBatch(data_, config_, position / micro_batches_,
-                                    static_cast<int>(position % micro_batches_), parts_);
+                                    first_ + static_cast<int>(position % micro_batches_), parts_);
       std::lock_guard<std::mutex> lock(mutex_);
       promised_[position].set_value(std::move(b));
       promised_.erase(position);
@@ -59,7 +63,7 @@ MicroBatch BatchLoader::Get(int64_t step, int micro_batch) {
   MicroBatch batch;
   const int64_t position = step * micro_batches_ + micro_batch;
   if (workers_.empty() || position <= last_position_) {  // no workers, or asked again
-    batch = LoadMicroBatch(data_, config_, step, micro_batch, parts_);
+    batch = LoadMicroBatch(data_, config_, step, first_ + micro_batch, parts_);
   } else {
     last_position_ = position;
     std::shared_future<MicroBatch> wanted;

@@ -33,8 +33,11 @@ namespace up {
 
 class BatchLoader {
  public:
-  // `data` must outlive the loader.
-  BatchLoader(const Dataset& data, const Config& config, SampleParts parts);
+  // `data` must outlive the loader. `replica`: the pipeline replica whose
+  // micro-batches Get(step, m) returns (its m-th is the batch's
+  // replica*micro_batches + m); -1: the whole batch's, m < BatchMicroBatches
+  // (the single-process trainer).
+  BatchLoader(const Dataset& data, const Config& config, SampleParts parts, int replica = -1);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -50,7 +53,8 @@ class BatchLoader {
   const Dataset& data_;
   const Config config_;
   const SampleParts parts_;
-  const int micro_batches_;
+  const int micro_batches_;  // a step's, as Get counts them
+  const int first_;          // the batch's micro-batch Get's 0 is
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -206,7 +206,7 @@ std::unique_ptr<Dataset> MakeWholeDataset(const Config& config) {
 
 MicroBatch LoadMicroBatch(const Dataset& data, const Config& config, int64_t step, int micro_batch,
                           SampleParts parts) {
-  const int64_t n = config.train.batch_size / config.train.micro_batches;
+  const int64_t n = MicroBatchSamples(config);
   std::vector<torch::Tensor> images, masks;
   for (int64_t j = 0; j < n; ++j) {
     const int64_t position = step * config.train.batch_size + micro_batch * n + j;

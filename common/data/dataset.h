@@ -106,8 +106,10 @@ std::unique_ptr<Dataset> MakeWholeDataset(const Config& config);
 // An 8-bit PNG as the network sees it: (C, H, W) float32 in [0, 1].
 torch::Tensor ImageTensor(const PngImage& img);
 
-// The micro-batch `micro_batch` of optimizer step `step`: samples
-// step*B + micro_batch*n + j (j < n = B / micro_batches) of an endless stream
+// The micro-batch `micro_batch` of optimizer step `step`, counted over the
+// whole batch (0 .. BatchMicroBatches - 1: replica r's m-th is
+// r*micro_batches + m): samples step*B + micro_batch*n + j
+// (j < n = MicroBatchSamples) of an endless stream
 // that visits the dataset in a fresh seeded permutation each epoch; from
 // whole cases, or with data.augment, each the patch its position draws.
 struct MicroBatch {

@@ -81,7 +81,7 @@ std::unique_ptr<ValidationSet> MakeValidationSet(const Config& config) {
   std::unique_ptr<Dataset> cases = MakeValidationDataset(config);
   if (!cases) return nullptr;
   auto set = std::make_unique<ValidationSet>();
-  set->batch = config.train.batch_size / config.train.micro_batches;
+  set->batch = MicroBatchSamples(config);
   set->plan = ValidationPlan(CaseShapes(*cases),
                              std::vector<int64_t>(config.data.size.begin(), config.data.size.end()),
                              config.validate.overlap, set->batch);

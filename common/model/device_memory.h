@@ -29,11 +29,18 @@ inline AutoDevices ResolveAutoDevicesHere(Config* config) {
   return ResolveAutoDevices(config, CudaDeviceCount(), CudaBuilt());
 }
 
-// ParseDevice for every stage that runs on node `node`: a device this machine
-// lacks is the UsageError, before anything (a run folder) is made.
+// ParseDevice for every stage that runs on node `node`, in every replica: a
+// device this machine lacks is the UsageError, before anything (a run
+// folder) is made.
 inline void CheckStageDevices(const Config& config, int node = 0) {
-  for (const StageSpec& s : ResolveLayout(config).stages)
-    if (s.node == node) ParseDevice(s.device, s.device_key);
+  for (int r = 0; r < config.pipeline.replicas; ++r) {
+    for (const StageSpec& s : ResolveLayout(config, r).stages) {
+      if (s.node == node)
+        ParseDevice(s.device, r == 0 ? s.device_key
+                                     : s.device_key + " (pipeline.replicas: replica " +
+                                           std::to_string(r) + "'s copy)");
+    }
+  }
 }
 
 // Returns the caching allocator's unused blocks on `device` to the driver,

@@ -12,7 +12,7 @@ namespace {
 // What to change, cheapest first, as `plan` ranks the ways of training.
 std::vector<std::string> Suggestions(const Config& c, bool single_process) {
   std::vector<std::string> out;
-  const int per_micro_batch = c.train.batch_size / c.train.micro_batches;
+  const int per_micro_batch = MicroBatchSamples(c);
   if (single_process) {
     if (c.train.checkpointing == "off") out.push_back("train.checkpointing=levels");
     out.push_back("the pipeline (drop --single-process) with pipeline.activations=recompute");

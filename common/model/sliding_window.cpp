@@ -145,7 +145,7 @@ SlidingWindowOptions ValidationWindows(const Config& config) {
   SlidingWindowOptions o;
   o.window.assign(config.data.size.begin(), config.data.size.end());
   o.overlap = config.validate.overlap;
-  o.batch = config.train.batch_size / config.train.micro_batches;
+  o.batch = MicroBatchSamples(config);
   return o;
 }
 

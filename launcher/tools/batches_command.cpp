@@ -35,7 +35,7 @@ int BatchesCommand(int argc, char** argv) {
   const std::unique_ptr<Dataset> data = MakeDataset(config);
   NamedTensors out;
   for (int s = 0; s < steps; ++s) {
-    for (int m = 0; m < config.train.micro_batches; ++m) {
+    for (int m = 0; m < BatchMicroBatches(config); ++m) {
       MicroBatch b = LoadMicroBatch(*data, config, s, m);
       const std::string at = "-s" + std::to_string(s) + "-m" + std::to_string(m);
       out.emplace_back("images" + at, b.images);  // (n, C, *S)
@@ -44,9 +44,8 @@ int BatchesCommand(int argc, char** argv) {
   }
   const std::string path = args["out"].as<std::string>();
   SaveTensorFile(path, out);
-  std::cout << "wrote " << path << ": " << steps << " steps x " << config.train.micro_batches
-            << " micro-batches of " << config.train.batch_size / config.train.micro_batches
-            << " samples\n";
+  std::cout << "wrote " << path << ": " << steps << " steps x " << BatchMicroBatches(config)
+            << " micro-batches of " << MicroBatchSamples(config) << " samples\n";
   return 0;
 }
 

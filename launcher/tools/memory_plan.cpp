@@ -30,7 +30,7 @@ std::string Gib(int64_t bytes) { return FormatBytes(bytes); }
 
 std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
-  const int64_t n = c.train.batch_size / c.train.micro_batches;  // samples per micro-batch
+  const int64_t n = MicroBatchSamples(c);  // samples per micro-batch
   const int64_t m = c.train.micro_batches;
   const int64_t a = BytesPerActivation(c);
   const LevelGeometry g = Geometry(c.model);
@@ -226,7 +226,7 @@ Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
 PartsPlan PlanParts(const Config& c) {
   const PipelineLayout layout = ResolveLayout(c);
   const std::vector<StageCounts> enc = EncoderLevelCounts(c), dec = DecoderLevelCounts(c);
-  const int64_t n = c.train.batch_size / c.train.micro_batches;
+  const int64_t n = MicroBatchSamples(c);
   const int64_t m = c.train.micro_batches;
   const int64_t a = BytesPerActivation(c);
   const bool keep = c.pipeline.activations == "keep";

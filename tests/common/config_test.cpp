@@ -309,6 +309,16 @@ TEST(ConfigValidationTest, BatchSizeNotDivisibleByMicroBatches) {
             "nearest valid: 8 or 12");
 }
 
+TEST(ConfigValidationTest, BatchSizeNotDivisibleByReplicasTimesMicroBatches) {
+  EXPECT_EQ(SetError({"train.batch_size=8", "train.micro_batches=2", "pipeline.replicas=3"}),
+            "config: train.batch_size = 8: must be divisible by pipeline.replicas x "
+            "train.micro_batches (3 x 2 = 6); nearest valid: 6 or 12");
+  EXPECT_HAS(SetError({"pipeline.replicas=0"}), "pipeline.replicas = 0: must be in [1, 64]");
+  const Config c = LoadConfig("", {"train.batch_size=12", "pipeline.replicas=3"});
+  EXPECT_EQ(BatchMicroBatches(c), 6);
+  EXPECT_EQ(MicroBatchSamples(c), 2);
+}
+
 TEST(ConfigValidationTest, DataSizeNotDivisibleByLevels) {
   EXPECT_EQ(ErrorOf("model:\n  features: [8, 16, 32]\ndata:\n  size: [100, 100]\n", {}),
             "config: data.size = [100, 100]: each spatial size must be divisible by 2^levels = 8 "

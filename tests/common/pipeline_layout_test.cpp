@@ -221,3 +221,35 @@ TEST(PipelineLayout, TheDumpKeepsTheStagesAndATwoStageDumpIsUnchanged) {
 
 }  // namespace
 }  // namespace up
+
+namespace up {
+namespace {
+
+// pipeline.replicas: replica r's CUDA stages move up by the devices one
+// replica takes; CPU stages stay; each replica's micro-batches are 1/R the
+// size; the keys of replicas other than 0 carry their number.
+TEST(PipelineLayout, ReplicasGetTheirOwnDevicesAndSmallerMicroBatches) {
+  const Config two = LoadConfig("", {"data.size=64", "model.features=[8,16,32,64]",
+                                     "pipeline.devices=[cuda:0,cuda:1]", "pipeline.replicas=2"});
+  const PipelineLayout r1 = ResolveLayout(two, 1);
+  EXPECT_EQ(r1.stages[0].device, "cuda:2");
+  EXPECT_EQ(r1.stages[1].device, "cuda:3");
+  const Config shared = LoadConfig(
+      "", {"data.size=64", "model.features=[8,16,32,64]", "pipeline.stages.encoder.device=cuda",
+           "pipeline.stages.decoder.device=cuda", "pipeline.replicas=4"});
+  EXPECT_EQ(ResolveLayout(shared, 3).stages[0].device, "cuda:3");
+  EXPECT_EQ(ResolveLayout(shared, 3).stages[1].device, "cuda:3");
+  const Config cpu = LoadConfig(
+      "", {"data.size=64", "model.features=[8,16,32,64]", "pipeline.stages.encoder.device=cpu",
+           "pipeline.stages.decoder.device=cpu", "pipeline.replicas=2"});
+  const PipelineLayout c1 = ResolveLayout(cpu, 1);
+  EXPECT_EQ(c1.stages[0].device, "cpu");
+  // batch 8 = 2 replicas x 2 micro-batches x 2 samples.
+  EXPECT_EQ(c1.channels[0].tensors[0].shape[0], 2);
+  EXPECT_EQ(ResolveLayout(cpu, 0).channels[0].tensors[0].shape[0], 2);
+  EXPECT_EQ(ReplicaKey("decoder2", 0), "decoder2");
+  EXPECT_EQ(ReplicaKey("decoder2", 3), "decoder2.r3");
+}
+
+}  // namespace
+}  // namespace up

@@ -144,6 +144,36 @@ TEST(BenchStages, EveryStageCountAndSchedule) {
   EXPECT_NE(bad.output.find("--stages 5"), std::string::npos) << bad.output;
 }
 
+// One and two replicas of the same global batch: each row's step time, and
+// with two, each stage's exchange (a real time, its gradient bytes from the
+// model) beside the Python peer's Gloo all-reduce of the same bytes.
+TEST(BenchReplicas, EachCountWithItsExchangeAndPeer) {
+  const CommandResult r = Bench({"replicas", "--config", SourcePath("configs/tiny.yaml"), "--json",
+                                 "--replicas", "1,2", "--steps", "3", "--warmup", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  ASSERT_TRUE(Balanced(json)) << r.output;
+  ExpectFields(json, {"machine", "rows", "step_ms", "samples_per_s", "exchange_ms", "bytes",
+                      "peer_allreduce_ms"});
+  EXPECT_EQ(JsonField(json, "peer_note"), "") << json;
+  // tiny's encoder: 8-16-32-64 channels, 4 input channels, a bottleneck of
+  // 128: its float32 gradients are well over 1 MiB and the same in each row.
+  const size_t two = json.find("\"replicas\":2");
+  ASSERT_NE(two, std::string::npos) << json;
+  const std::string first = json.substr(0, two), second = json.substr(two);
+  EXPECT_EQ(JsonField(first, "bytes"), JsonField(second, "bytes")) << json;
+  EXPECT_GT(std::stoll(JsonField(second, "bytes")), 1 << 20) << json;
+  EXPECT_EQ(std::stod(JsonField(first, "exchange_ms")), 0.0) << json;
+  EXPECT_GT(std::stod(JsonField(second, "exchange_ms")), 0.0) << json;
+  EXPECT_GT(std::stod(JsonField(second, "peer_allreduce_ms")), 0.0) << json;
+  const CommandResult bad =
+      Bench({"replicas", "--config", SourcePath("configs/tiny.yaml"), "--replicas", "3"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("pipeline.replicas x train.micro_batches (3 x 2 = 6)"),
+            std::string::npos)
+      << bad.output;
+}
+
 TEST(BenchMemory, JsonHasEveryProcess) {
   const CommandResult r =
       Bench({"memory", "--config", SourcePath("configs/tiny.yaml"), "--json", "--steps", "1"});

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "tests/support/command.h"
@@ -124,6 +125,84 @@ TEST(MultiNode, TwoNodeLoopbackEqualsSingleProcessAndNode0KeepsTheRun) {
   const std::string id = JsonField(Slurp(run + "/summary.json"), "run_id");
   EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
   EXPECT_EQ(ScratchDirsOf(id), 0);
+}
+
+// torchrun starts one launcher a node with --no-python: they find their
+// rank, node 0 and torchrun's own store in its variables, no flags.
+TEST(MultiNode, TorchrunStartsTwoNodesWithoutFlags) {
+  const std::string torchrun = SourcePath(".venv/bin/torchrun");
+  ASSERT_TRUE(fs::exists(torchrun)) << torchrun << " (scripts/install-deps.sh installs it)";
+  TempDir dir;
+  CommandResult n0, n1;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    fs::remove_all(dir / "run");
+    const int port = FreePort();
+    auto node = [&](int rank) {
+      std::vector<std::string> args{torchrun,
+                                    "--no-python",
+                                    "--nnodes=2",
+                                    "--node-rank=" + std::to_string(rank),
+                                    "--nproc-per-node=1",
+                                    "--master-addr=127.0.0.1",
+                                    "--master-port=" + std::to_string(port)};
+      for (const std::string& a : Train({"--out", dir / "run"})) args.push_back(a);
+      return args;
+    };
+    BackgroundCommand second(node(1));
+    n0 = RunCommand(node(0), 300);
+    n1 = second.Wait(60);
+    if (n0.output.find("Address already in use") == std::string::npos) break;
+  }
+  ASSERT_EQ(n0.exit_code, 0) << n0.output;
+  ASSERT_EQ(n1.exit_code, 0) << n1.output;
+  EXPECT_NE(n0.output.find("launch: torchrun makes this node 0 of 2"), std::string::npos)
+      << n0.output;
+  EXPECT_NE(n0.output.find("decoder on cpu (node 1)"), std::string::npos) << n0.output;
+  EXPECT_TRUE(fs::exists(dir / "run/node1/decoder.log"));
+  EXPECT_EQ(RunDigest(dir / "run"), SingleProcessDigest(dir));
+  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/run").empty());
+}
+
+// The example sbatch script under a stand-in srun (no SLURM here) that
+// starts its tasks on this machine with the variables srun sets.
+TEST(MultiNode, TheSbatchScriptTrainsOnTwoNodesFromSlurmsVariables) {
+  TempDir dir;
+  const std::string srun = dir / "srun";
+  {
+    std::ofstream f(srun);
+    f << "#!/usr/bin/env bash\n"
+         "# srun's stand-in: SLURM_NNODES tasks here, one a node, as srun starts them.\n"
+         "while [[ \"$1\" == --* ]]; do shift; done\n"
+         "pids=()\n"
+         "for ((i = 0; i < SLURM_NNODES; i++)); do\n"
+         "  SLURM_PROCID=$i SLURM_NODEID=$i SLURM_LOCALID=0 SLURM_NTASKS=$SLURM_NNODES \"$@\" &\n"
+         "  pids+=($!)\n"
+         "done\n"
+         "rc=0; for p in \"${pids[@]}\"; do wait \"$p\" || rc=$?; done; exit $rc\n";
+  }
+  fs::permissions(srun, fs::perms::owner_all);
+  CommandResult r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    fs::remove_all(dir / "run");
+    std::vector<std::string> args{"/usr/bin/env",
+                                  "PATH=" + dir.path() + ":/usr/bin:/bin",
+                                  "SLURM_NNODES=2",
+                                  "SLURM_JOB_NODELIST=localhost",
+                                  "SLURM_JOB_ID=77",
+                                  "SLURM_SUBMIT_DIR=" + SourcePath(""),
+                                  "MASTER_PORT=" + std::to_string(FreePort()),
+                                  "UP_BIN=" + BinPath("unet-pipeline"),
+                                  SourcePath("scripts/slurm-train.sbatch"),
+                                  SourcePath("configs/tiny.yaml")};
+    const std::vector<std::string> train = Train({"--out", dir / "run"});
+    args.insert(args.end(), train.begin() + 4, train.end());  // after "train --config FILE"
+    r = RunCommand(args, 300);
+    if (r.output.find("Address already in use") == std::string::npos) break;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("launch: SLURM makes this node 0 of 2"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "run/node1/decoder.log"));
+  EXPECT_EQ(RunDigest(dir / "run"), SingleProcessDigest(dir));
 }
 
 TEST(MultiNode, OverlappedSchedulesAcrossNodesEqualSingleProcess) {

@@ -91,3 +91,32 @@ TEST(BatchLoader, AWorkersErrorIsThrownByTheGetThatNeedsIt) {
 
 }  // namespace
 }  // namespace up
+
+namespace up {
+namespace {
+
+// pipeline.replicas: replica r's m-th micro-batch is the batch's
+// r * micro_batches + m, and the whole-batch loader (single-process) counts
+// every replica's.
+TEST(BatchLoader, ReplicasTakeTheirShareOfEachBatch) {
+  at::set_num_threads(2);
+  Config c = Augmented(1);
+  c.train.batch_size = 8;  // 2 replicas x 2 micro-batches x 2 samples
+  c.pipeline.replicas = 2;
+  const std::unique_ptr<Dataset> data = MakeDataset(c);
+  BatchLoader whole(*data, c, SampleParts::kBoth);
+  BatchLoader second(*data, c, SampleParts::kImages, 1);
+  for (int64_t step = 0; step < 2; ++step) {
+    for (int m = 0; m < 2; ++m) {
+      const MicroBatch want = LoadMicroBatch(*data, c, step, 2 + m);
+      EXPECT_EQ(want.images.size(0), 2);
+      EXPECT_TRUE(torch::equal(second.Get(step, m).images, want.images));
+    }
+    for (int g = 0; g < 4; ++g)
+      EXPECT_TRUE(
+          torch::equal(whole.Get(step, g).images, LoadMicroBatch(*data, c, step, g).images));
+  }
+}
+
+}  // namespace
+}  // namespace up
