@@ -111,6 +111,21 @@ int StageIndexOf(const PipelineLayout& layout, bool encoder, int part, const std
       (encoder ? "encoder" : "decoder") + "_parts); give 1 to " + std::to_string(parts));
 }
 
+int ReplicaNodes(int replicas, int nnodes) {
+  if (nnodes % replicas == 0) return nnodes / replicas;
+  return replicas % nnodes == 0 ? 1 : 0;
+}
+
+int ReplicaFirstNode(int replicas, int nnodes, int replica) {
+  if (nnodes % replicas == 0) return replica * (nnodes / replicas);
+  return replicas % nnodes == 0 ? replica / (replicas / nnodes) : 0;
+}
+
+int ReplicaSlot(int replicas, int nnodes, int replica) {
+  if (nnodes % replicas == 0) return 0;
+  return replicas % nnodes == 0 ? replica % (replicas / nnodes) : replica;
+}
+
 std::string ReplicaKey(const std::string& stage_key, int replica) {
   return replica == 0 ? stage_key : stage_key + ".r" + std::to_string(replica);
 }

@@ -99,6 +99,19 @@ int StageIndexOf(const PipelineLayout& layout, bool encoder, int part, const std
 // cuda:1: replica 1 on cuda:2 and cuda:3).
 PipelineLayout ResolveLayout(const Config& config, int replica = 0);
 
+// pipeline.replicas over `nnodes` machines: replica r runs on nodes of its
+// own when the replicas divide the nodes (nnodes / replicas each), else
+// replicas / nnodes whole replicas share each node. Its slot is its place
+// among the replicas of its node (the `replica` ResolveLayout takes for its
+// devices): 0 with nodes of its own; on one machine, r itself. Counts that
+// do not divide each other give the one-machine answers (the placement
+// refuses them: ResolveReplicaPlacement).
+int ReplicaSlot(int replicas, int nnodes, int replica);
+// The first node of replica `replica`, and how many nodes each replica
+// spans (0 when neither count divides the other).
+int ReplicaFirstNode(int replicas, int nnodes, int replica);
+int ReplicaNodes(int replicas, int nnodes);
+
 // A stage's key in replica `replica`: "encoder" in replica 0 (the run's
 // files are replica 0's), "encoder.r1", "decoder2.r3" in the others (logs,
 // the handshake, test hooks).

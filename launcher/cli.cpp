@@ -78,12 +78,12 @@ std::string DefaultOut(const std::string& config_path) {
 // Every device this node's processes would use exists (single-process: the
 // encoder's, which runs the whole model), checked like the data before the
 // run folder is made: `cuda` on a machine without one is one line, exit 2.
-void CheckDevices(const Config& config, bool single_process, int node = 0) {
+void CheckDevices(const Config& config, bool single_process, int node = 0, int nnodes = 1) {
   if (single_process) {
     ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device");
     return;
   }
-  CheckStageDevices(config, node);
+  CheckStageDevices(config, node, nnodes);
 }
 
 // Every file of a folder or NIfTI dataset is checked here, before the run
@@ -183,7 +183,7 @@ int Train(int argc, char** argv) {
     Config config = LoadConfig(path, overrides);
     const AutoDevices auto_devices = ResolveAutoDevicesHere(&config);
     if (!auto_devices.why.empty()) LogInfo(auto_devices.why);
-    CheckDevices(config, false, nodes.node_rank);
+    CheckDevices(config, false, nodes.node_rank, nodes.nnodes);
     CheckData(config);  // this node's copy of the data
     StopSignals stop;
     // Every node of a torchrun or srun launch gets the same --out: the
@@ -210,7 +210,7 @@ int Train(int argc, char** argv) {
     const std::string dir = args["resume"].as<std::string>();
     config = RunDir::LoadConfigOf(dir, overrides);
     device_note = ResolveAutoDevicesHere(&config).why;  // an --set ...device=auto
-    CheckDevices(config, single_process);
+    CheckDevices(config, single_process, 0, nodes.nnodes);
     CheckData(config);
     resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
     if (!resume)
@@ -226,7 +226,8 @@ int Train(int argc, char** argv) {
     const std::string path = args["config"].as<std::string>();
     config = LoadConfig(path, overrides);
     device_note = ResolveAutoDevicesHere(&config).why;
-    CheckDevices(config, single_process);  // before the run folder: a missing GPU leaves none
+    CheckDevices(config, single_process, 0,
+                 nodes.nnodes);  // before the run folder: a missing GPU leaves none
     CheckData(config);
     const std::string out = args.count("out") ? args["out"].as<std::string>() : DefaultOut(path);
     std::error_code ec;

@@ -25,15 +25,26 @@ using Clock = std::chrono::steady_clock;
 
 int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::string& log_dir) {
   const PipelineConfig& p = config.pipeline;
-  const PipelineLayout layout = ResolveLayout(config);
-  const Placement placement = ResolvePlacement(p, layout, nodes);
-  std::vector<StageSpec> mine;  // the stages placed on this node
-  for (const StageSpec& s : layout.stages) {
-    if (placement.Local(s.index, nodes.node_rank)) mine.push_back(s);
+  // The stages placed on this node, of every replica (pipeline.replicas).
+  struct Mine {
+    StageSpec spec;
+    int replica = 0, slot = 0;
+    std::string key;  // "decoder", "encoder.r1"
+  };
+  std::vector<Mine> mine;
+  const int R = p.replicas;
+  for (int r = 0; r < R; ++r) {
+    const int slot = R > 1 ? ReplicaSlot(R, nodes.nnodes, r) : 0;
+    const PipelineLayout layout = ResolveLayout(config, slot);
+    const Placement placement = ResolveReplicaPlacement(p, layout, nodes, r);
+    for (const StageSpec& s : layout.stages) {
+      if (placement.Local(s.index, nodes.node_rank))
+        mine.push_back({s, r, slot, ReplicaKey(s.Key(), r)});
+    }
   }
   std::vector<std::string> binaries;
-  for (const StageSpec& s : mine)
-    binaries.push_back(StageBinary(s.encoder ? "encoder_proc" : "decoder_proc"));
+  for (const Mine& m : mine)
+    binaries.push_back(StageBinary(m.spec.encoder ? "encoder_proc" : "decoder_proc"));
   const std::string node_addr =
       nodes.node_addr.empty() ? LocalAddressToward(nodes.master_addr) : nodes.node_addr;
 
@@ -63,12 +74,12 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
 
   std::vector<ChildProcess> children;
   for (size_t i = 0; i < mine.size(); ++i) {
-    const std::string name = mine[i].Key();
+    const std::string& name = mine[i].key;
     // Each stage its own scratch folder: a stage file crosses the connection through it.
     const std::string stage_scratch = (fs::path(scratch.path()) / name).string();
     fs::create_directories(stage_scratch);
     std::vector<std::string> args{"--config",    config_path,
-                                  "--part",      std::to_string(mine[i].part + 1),
+                                  "--part",      std::to_string(mine[i].spec.part + 1),
                                   "--control",   run.control,
                                   "--run-id",    run.run_id,
                                   "--c10d",      p.transport,
@@ -76,10 +87,15 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
                                   "--node-addr", node_addr,
                                   "--scratch",   stage_scratch,
                                   "--log",       (fs::path(log_dir) / (name + ".log")).string()};
+    if (R > 1) {
+      args.insert(args.end(), {"--replica", std::to_string(mine[i].replica), "--replica-slot",
+                               std::to_string(mine[i].slot)});
+    }
     children.push_back(ChildProcess::Spawn({name, binaries[i], args, {}, true, ""}));
     StopSignals::WatchChild(children.back().pid());
-    LogInfo(Str(mine[i].Name(), " started (pid ", children.back().pid(), ", ", mine[i].LevelsText(),
-                "), run ", run.run_id));
+    LogInfo(Str(mine[i].spec.Name(), R > 1 ? Str(" of replica ", mine[i].replica) : "",
+                " started (pid ", children.back().pid(), ", ", mine[i].spec.LevelsText(), "), run ",
+                run.run_id));
   }
 
   // Watch until every stage has ended; the first failure ends the node.
@@ -92,13 +108,14 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
         continue;
       }
       if (!status->success()) {
-        const std::string name = mine[i].Key();
+        const std::string& name = mine[i].key;
         try {
           rendezvous.Set("up/" + run.run_id + "/exit/" + name, status->Describe());
         } catch (const Error&) {
           // Node 0 is gone too: nobody to tell.
         }
-        throw RuntimeError(mine[i].Name() + (mine[i].parts == 1 ? " stage " : " ") +
+        throw RuntimeError(mine[i].spec.Name() + (mine[i].spec.parts == 1 ? " stage " : " ") +
+                           (R > 1 ? Str("of replica ", mine[i].replica, " ") : std::string()) +
                            status->Describe() + "; see its log in " + log_dir);
       }
     }

@@ -112,11 +112,14 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const PipelineLayout layout = ResolveLayout(config);
   const int S = layout.size();
   const int R = p.replicas;  // copies of the S stages: process r*S + s is replica r's stage s
-  const Placement placement = ResolvePlacement(p, layout, nodes);
-  if (R > 1 && nodes.nnodes > 1) {
-    throw UsageError(Str("pipeline.replicas = ", R, " with --nnodes ", nodes.nnodes,
-                         ": replicas run on one machine for now; use --nnodes 1"));
+  // Each replica's devices (its slot among its node's replicas) and nodes.
+  std::vector<int> slot;
+  std::vector<Placement> placements;
+  for (int r = 0; r < R; ++r) {
+    slot.push_back(R > 1 ? ReplicaSlot(R, nodes.nnodes, r) : 0);
+    placements.push_back(ResolveReplicaPlacement(p, ResolveLayout(config, slot.back()), nodes, r));
   }
+  const Placement& placement = placements[0];
   if (R > 1 && !debug.record_dir.empty()) {
     throw UsageError(Str("--record records one pipeline; pipeline.replicas is ", R,
                          ": record with pipeline.replicas=1"));
@@ -209,8 +212,13 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     std::string where_r;
     for (int r = 1; r < R; ++r) {
       std::string on;
-      for (const StageSpec& s : ResolveLayout(config, r).stages)
-        on += (on.empty() ? "" : "/") + s.device;
+      for (const StageSpec& s : ResolveLayout(config, slot[static_cast<size_t>(r)]).stages) {
+        on += (on.empty() ? "" : "/") + s.device +
+              (nodes.nnodes > 1
+                   ? Str(" (node ",
+                         placements[static_cast<size_t>(r)].node[static_cast<size_t>(s.index)], ")")
+                   : std::string());
+      }
       where_r += Str(", ", r, " on ", on);
     }
     LogInfo(Str("pipeline: ", R, " replicas of the ", S, " stages, each taking ",
@@ -283,7 +291,10 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
                                   "--run-id",  run_id.Hex(),
                                   "--part",    std::to_string(spec.part + 1),
                                   "--log",     (fs::path(run.path()) / (key + ".log")).string()};
-    if (R > 1) args.insert(args.end(), {"--replica", std::to_string(r)});
+    if (R > 1) {
+      args.insert(args.end(), {"--replica", std::to_string(r), "--replica-slot",
+                               std::to_string(slot[static_cast<size_t>(r)])});
+    }
     if (placement.c10d) args.insert(args.end(), {"--c10d", p.transport});
     if (rendezvous) {
       args.insert(args.end(), {"--store", rendezvous->address(), "--node-addr", nodes.master_addr});
@@ -309,9 +320,10 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
       link.label = (spec.parts == 1 ? spec.Name() + " stage" : spec.Name()) +
                    (R > 1 ? Str(" of replica ", r) : "");
       // Each replica takes turns on its own devices.
-      link.device = placement.lock_key[static_cast<size_t>(s)] + (r > 0 ? Str("/r", r) : "");
-      link.node = placement.node[static_cast<size_t>(s)];
-      if (placement.Local(s, 0)) {
+      const Placement& at = placements[static_cast<size_t>(r)];
+      link.device = at.lock_key[static_cast<size_t>(s)] + (r > 0 ? Str("/r", r) : "");
+      link.node = at.node[static_cast<size_t>(s)];
+      if (at.Local(s, 0)) {
         link.child.emplace(
             ChildProcess::Spawn({link.key,
                                  StageBinary(spec.encoder ? "encoder_proc" : "decoder_proc"),
@@ -360,14 +372,16 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   for (StageLink& s : stages.all()) {
     // A stage on another node gets its stage file over the connection.
     stages.Send(s, ipc::EncodeWelcome(s.remote() && resume), "start-up");
-    if (s.remote() && resume)
-      ipc::SendFile(*s.control, (fs::path(resume->dir) / (s.key + ".pt")).string());
+    if (s.remote() && resume) {  // replica 0's file, for every replica
+      const std::string file = layout.stages[static_cast<size_t>(s.stage)].Key() + ".pt";
+      ipc::SendFile(*s.control, (fs::path(resume->dir) / file).string());
+    }
   }
   {
     std::string up;
     for (const StageLink& s : stages.all())
       up += Str(up.empty() ? "" : ", ", s.key, " pid ", hellos[static_cast<size_t>(s.index)].pid,
-                where(s.stage));
+                nodes.nnodes > 1 ? Str(" (node ", s.node, ")") : std::string());
     LogInfo(Str("run id ", run_id.Hex(), "; stages up: ", up));
   }
 

@@ -114,4 +114,40 @@ Placement ResolvePlacement(const PipelineConfig& p, const NodeOptions& n) {
   return ResolvePlacement(p, layout, n);
 }
 
+Placement ResolveReplicaPlacement(const PipelineConfig& p, const PipelineLayout& layout,
+                                  const NodeOptions& n, int replica) {
+  const int R = p.replicas;
+  if (R == 1 || n.nnodes == 1) return ResolvePlacement(p, layout, n);
+  const int span = ReplicaNodes(R, n.nnodes);
+  if (span == 0) {
+    throw UsageError("pipeline.replicas = " + std::to_string(R) + " over --nnodes " +
+                     std::to_string(n.nnodes) +
+                     ": one must divide the other (each replica on nodes of its own, or whole "
+                     "replicas sharing each node)");
+  }
+  if (p.transport != "gloo" && p.transport != "nccl") {
+    throw UsageError("pipeline.replicas = " + std::to_string(R) + " over --nnodes " +
+                     std::to_string(n.nnodes) + ": pipeline.transport = " + p.transport +
+                     " stays on one machine; set pipeline.transport: gloo (or nccl between GPUs)");
+  }
+  if (n.node_rank < 0 || n.node_rank >= n.nnodes) {
+    throw UsageError("--node-rank " + std::to_string(n.node_rank) + " with --nnodes " +
+                     std::to_string(n.nnodes) + ": give 0 to " + std::to_string(n.nnodes - 1));
+  }
+  NodeOptions within = n;  // the replica's own nodes, counted from 0
+  within.nnodes = span;
+  within.node_rank = 0;
+  Placement out = ResolvePlacement(p, layout, within);
+  const int first = ReplicaFirstNode(R, n.nnodes, replica);
+  out.lock_key.clear();
+  for (const StageSpec& s : layout.stages) {
+    int& node = out.node[static_cast<size_t>(s.index)];
+    node += first;
+    out.lock_key.push_back("node" + std::to_string(node) + "/" +
+                           (s.device == "cuda" ? "cuda:0" : s.device));
+  }
+  out.c10d = true;
+  return out;
+}
+
 }  // namespace up

@@ -45,4 +45,13 @@ Placement ResolvePlacement(const PipelineConfig& pipeline, const PipelineLayout&
 // Two stages placed by pipeline.stages.{encoder,decoder}.
 Placement ResolvePlacement(const PipelineConfig& pipeline, const NodeOptions& nodes);
 
+// Replica `replica`'s stages (pipeline.replicas; `layout` is that replica's):
+// on one machine as ResolvePlacement; over several, each replica on nodes of
+// its own (ReplicaFirstNode, ReplicaNodes: the stages placed within them as
+// ResolvePlacement places them over that many nodes) or whole replicas
+// sharing a node, over a c10d transport. UsageError when neither count
+// divides the other or the transport cannot cross machines.
+Placement ResolveReplicaPlacement(const PipelineConfig& pipeline, const PipelineLayout& layout,
+                                  const NodeOptions& nodes, int replica);
+
 }  // namespace up

@@ -41,6 +41,7 @@ struct StageArgs {
   std::string config, control, run_id, rings, load, log, record, trace;
   int part = 1;                                 // of the half's parts, 1-based
   int replica = 0;                              // pipeline.replicas: which copy
+  int replica_slot = -1;                        // its devices' (-1: replica)
   std::string c10d, store, node_addr, scratch;  // c10d transport; scratch: remote stages
   std::string device_budget;  // the CPU device's shared tensor total (device_budget_segment.h)
   int record_steps = 1;
@@ -55,6 +56,8 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
       "run-id", "run id (hex)", cxxopts::value<std::string>())(
       "replica", "which copy of the pipeline this process belongs to (pipeline.replicas)",
       cxxopts::value<int>()->default_value("0"))(
+      "replica-slot", "the replica's place among its node's replicas, for its devices",
+      cxxopts::value<int>()->default_value("-1"))(
       "part", "which part of its half this process runs (1-based)",
       cxxopts::value<int>()->default_value("1"))(
       "rings", "the run's ring names' prefix (one pair of rings per channel)",
@@ -96,6 +99,7 @@ StageArgs ParseArgs(int argc, char** argv, const std::string& stage) {
   if (a.c10d.empty()) a.rings = r["rings"].as<std::string>();
   a.part = r["part"].as<int>();
   a.replica = r["replica"].as<int>();
+  a.replica_slot = r["replica-slot"].as<int>();
   a.store = r["store"].as<std::string>();
   a.node_addr = r["node-addr"].as<std::string>();
   a.scratch = r["scratch"].as<std::string>();
@@ -212,7 +216,8 @@ void JoinC10d(const StageArgs& args, const Config& config, const PipelineLayout&
   o.store_port = std::atoi(args.store.c_str() + colon + 1);
   if (o.store_port < 1 || o.store_port > 65535)
     throw UsageError("--store '" + args.store + "' has no valid port (1 to 65535)");
-  o.prefix = run_id;
+  // Each replica's stages form a group of their own.
+  o.prefix = config.pipeline.replicas > 1 ? run_id + "/r" + std::to_string(args.replica) : run_id;
   o.rank = stage;
   o.world_size = layout.size();
   o.bind_host = args.node_addr;
@@ -269,7 +274,8 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
       throw UsageError(stage +
                        "_proc needs --store with pipeline.replicas > 1 (unet-pipeline gives it)");
     ctx.replica = args.replica;
-    ctx.layout = ResolveLayout(ctx.config, args.replica);
+    ctx.layout =
+        ResolveLayout(ctx.config, args.replica_slot >= 0 ? args.replica_slot : args.replica);
     ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", args.part - 1, "--part");
     const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
     key = ReplicaKey(spec.Key(), args.replica);

@@ -32,10 +32,16 @@ inline AutoDevices ResolveAutoDevicesHere(Config* config) {
 // ParseDevice for every stage that runs on node `node`, in every replica: a
 // device this machine lacks is the UsageError, before anything (a run
 // folder) is made.
-inline void CheckStageDevices(const Config& config, int node = 0) {
-  for (int r = 0; r < config.pipeline.replicas; ++r) {
-    for (const StageSpec& s : ResolveLayout(config, r).stages) {
-      if (s.node == node)
+// `nnodes`: the machines of the run (replicas place themselves over them:
+// ReplicaSlot).
+inline void CheckStageDevices(const Config& config, int node = 0, int nnodes = 1) {
+  const int R = config.pipeline.replicas;
+  if (R > 1 && nnodes > 1 && ReplicaNodes(R, nnodes) == 0) return;  // the placement says why
+  const int span = R > 1 && nnodes > 1 ? ReplicaNodes(R, nnodes) : nnodes;
+  for (int r = 0; r < R; ++r) {
+    if (R > 1 && nnodes > 1 && ReplicaFirstNode(R, nnodes, r) != node - node % span) continue;
+    for (const StageSpec& s : ResolveLayout(config, R > 1 ? ReplicaSlot(R, nnodes, r) : 0).stages) {
+      if (s.node == node % span)
         ParseDevice(s.device, r == 0 ? s.device_key
                                      : s.device_key + " (pipeline.replicas: replica " +
                                            std::to_string(r) + "'s copy)");

@@ -253,3 +253,23 @@ TEST(PipelineLayout, ReplicasGetTheirOwnDevicesAndSmallerMicroBatches) {
 
 }  // namespace
 }  // namespace up
+
+namespace up {
+namespace {
+
+// Replicas over machines: nodes of their own when the replicas divide the
+// nodes, whole replicas a node when the nodes divide the replicas.
+TEST(PipelineLayout, ReplicasOverNodes) {
+  EXPECT_EQ(ReplicaNodes(2, 4), 2);
+  EXPECT_EQ(ReplicaFirstNode(2, 4, 1), 2);
+  EXPECT_EQ(ReplicaSlot(2, 4, 1), 0);
+  EXPECT_EQ(ReplicaNodes(4, 2), 1);
+  EXPECT_EQ(ReplicaFirstNode(4, 2, 3), 1);
+  EXPECT_EQ(ReplicaSlot(4, 2, 3), 1);
+  EXPECT_EQ(ReplicaSlot(3, 1, 2), 2);  // one machine: the replica itself
+  EXPECT_EQ(ReplicaNodes(2, 3), 0);    // neither divides: refused by the placement
+  EXPECT_EQ(ReplicaFirstNode(2, 3, 1), 0);
+}
+
+}  // namespace
+}  // namespace up

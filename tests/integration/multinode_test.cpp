@@ -237,6 +237,55 @@ TEST(MultiNode, ResumeSendsNode1ItsStageFileAndEqualsAnUninterruptedRun) {
   EXPECT_EQ(RunDigest(run), straight);
 }
 
+// pipeline.replicas over two machines: each node runs one whole replica (both
+// its stages), each replica's boundary over its own Gloo group, the copies'
+// gradients summed across the machines; the run equals --single-process, and
+// a resume sends node 1's replica replica 0's stage files.
+TEST(MultiNode, TwoNodesEachRunningOneReplicaEqualSingleProcess) {
+  TempDir dir;
+  const std::vector<std::string> sets{"--set", "pipeline.replicas=2", "--set",
+                                      "model.norm=instance"};
+  TwoNodes r = RunTwoNodes(dir.path(), sets, sets);
+  ASSERT_EQ(r.node0.exit_code, 0) << r.node0.output;
+  ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
+  EXPECT_NE(r.node0.output.find("1 on cpu (node 1)/cpu (node 1)"), std::string::npos)
+      << r.node0.output;
+  EXPECT_TRUE(fs::exists(dir / "node1/encoder.r1.log"));
+  EXPECT_TRUE(fs::exists(dir / "node1/decoder.r1.log"));
+  EXPECT_FALSE(fs::exists(dir / "node1/checkpoints"));
+  const std::string run = dir / "node0";
+  const std::string straight = RunDigest(run);
+  EXPECT_EQ(straight, SingleProcessDigest(dir, sets));
+
+  fs::remove_all(run + "/checkpoints/step-6");  // as if stopped after step 3
+  const int port = FreePort();
+  BackgroundCommand node1(Node(1, port, dir / "node1-again", sets));
+  const CommandResult node0 = RunCommand({BinPath("unet-pipeline"), "train", "--resume", run,
+                                          "--nnodes", "2", "--master-port", std::to_string(port)});
+  ASSERT_EQ(node0.exit_code, 0) << node0.output;
+  const CommandResult n1 = node1.Wait(60);
+  ASSERT_EQ(n1.exit_code, 0) << n1.output;
+  EXPECT_NE(Slurp(dir / "node1-again/decoder.r1.log").find("at step 3"), std::string::npos);
+  EXPECT_EQ(RunDigest(run), straight);
+
+  // Counts that do not divide each other, and a transport that stays on one
+  // machine, are one line each before anything starts.
+  CommandResult bad =
+      RunCommand(Node(0, FreePort(), dir / "bad",
+                      {"--set", "pipeline.replicas=2", "--set", "pipeline.encoder_parts=2", "--set",
+                       "pipeline.decoder_parts=1"},
+                      3));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("pipeline.replicas = 2 over --nnodes 3: one must divide the other"),
+            std::string::npos)
+      << bad.output;
+  bad = RunCommand(Node(0, FreePort(), dir / "bad",
+                        {"--set", "pipeline.replicas=2", "--set", "pipeline.transport=shm"}));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("pipeline.transport = shm stays on one machine"), std::string::npos)
+      << bad.output;
+}
+
 // Four stages (two parts each half) on three launchers: each node starts the
 // stages placed on it (stage s of 4 on node s*3/4: node 0 both encoder
 // parts, node 1 decoder part 1, node 2 decoder part 2), every skip goes

@@ -205,20 +205,5 @@ TEST(Replicas, ABatchTheReplicasCannotShareIsOneErrorLine) {
   EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
-TEST(Replicas, OverMachinesAreRefusedForNow) {
-  TempDir dir;
-  std::vector<std::string> args =
-      Args(dir / "run", {"pipeline.replicas=2", "pipeline.transport=gloo"});
-  args.insert(args.end(), {"--nnodes", "2", "--node-rank", "0", "--master-port", "29599"});
-  const CommandResult r = Train(args);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  const std::vector<std::string> errors = ErrorLines(r.output);
-  ASSERT_EQ(errors.size(), 1u) << r.output;
-  EXPECT_NE(errors[0].find("pipeline.replicas = 2 with --nnodes 2: replicas run on one machine"),
-            std::string::npos)
-      << errors[0];
-  EXPECT_FALSE(fs::exists(dir / "run"));
-}
-
 }  // namespace
 }  // namespace up::test
