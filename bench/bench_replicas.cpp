@@ -64,6 +64,18 @@ ReplicasReport RunReplicasBench(const ReplicasOptions& o) {
   const auto [peer, why] = AllReducePeer();
   report.peer_note = why;
   TempFolder tmp;
+  // The peer of the step times: one process training the same batch.
+  {
+    std::vector<std::string> sets = o.sets;
+    sets.insert(sets.end(), {"train.steps=" + std::to_string(o.steps), "checkpoint.every=0"});
+    const TrainerResult single =
+        RunTrainer({o.config, true, sets, "", {}}, tmp.path() + "/single-process");
+    if (static_cast<int64_t>(single.step_s.size()) != o.steps)
+      throw RuntimeError("bench replicas: the single-process run did not write every step");
+    report.single_step_ms =
+        1e3 * Median(std::vector<double>(single.step_s.begin() + o.warmup, single.step_s.end()));
+    std::cerr << "bench replicas: single-process: " << report.single_step_ms << " ms/step\n";
+  }
   int run = 0;
   for (int r : report.options.replicas) {
     std::vector<std::string> sets = o.sets;
@@ -137,6 +149,7 @@ std::string ReplicasJson(const ReplicasReport& r) {
       .Field("steps", r.options.steps)
       .Field("warmup", r.options.warmup)
       .Field("batch_size", r.batch_size)
+      .Field("single_process_step_ms", r.single_step_ms)
       .Field("peer_note", r.peer_note)
       .Raw("rows", rows + "]")
       .str();
@@ -151,6 +164,9 @@ std::string ReplicasTable(const ReplicasReport& r) {
                 r.options.config.c_str(), r.batch_size,
                 static_cast<long long>(r.options.warmup + 1),
                 static_cast<long long>(r.options.steps));
+  out += line;
+  std::snprintf(line, sizeof line, "single-process, the same batch: %.1f ms/step, %.1f samples/s\n",
+                r.single_step_ms, r.batch_size / (r.single_step_ms / 1e3));
   out += line;
   if (!r.peer_note.empty()) out += "  (no peer: " + r.peer_note + ")\n";
   std::snprintf(line, sizeof line, "%-9s %9s %10s   %-10s %10s %12s %10s %10s\n", "replicas",

@@ -1,7 +1,8 @@
 // `unet-pipeline bench replicas`: what copies of the pipeline cost on this
 // machine. For each replica count (default 1, 2; 4 where the cores allow),
 // one traced training run of the same global batch (bench_trainer.h):
-//   step_ms       the median step time after the warm-up, and samples/s
+//   step_ms       the median step time after the warm-up, and samples/s,
+//                 beside the single-process trainer's on the same batch
 //   exchange_ms   per stage, the time its gradient exchange with its copies
 //                 took per step (the "replica exchange" spans) in the copy
 //                 that came to it last, so waited least for the others; the
@@ -46,7 +47,8 @@ struct ReplicasRow {
 struct ReplicasReport {
   ReplicasOptions options;
   int batch_size = 0;
-  std::string peer_note;  // why a peer is missing, if it is
+  double single_step_ms = 0;  // --single-process, the same config and batch
+  std::string peer_note;      // why a peer is missing, if it is
   std::vector<ReplicasRow> rows;
 };
 

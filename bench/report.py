@@ -514,6 +514,10 @@ def replicas_section(r):
                 lead + f"| {s['stage']} | {size_text(s['bytes'])} | {s['exchange_ms']:.2f} | "
                 f"{s.get('exchange_with_wait_ms', 0):.2f} | "
                 + (f"{peer:.2f} | {s['exchange_ms'] / peer:.2f}x |" if peer else "- | - |"))
+    if r.get("single_process_step_ms"):
+        sp = r["single_process_step_ms"]
+        out += ["", f"The single-process trainer on the same batch, same run: {sp:.1f} ms a step "
+                    f"({r['batch_size'] / sp * 1e3:.1f} samples/s)."]
     if r.get("peer_note"):
         out += ["", f"No peer: {r['peer_note']}."]
     out.append("")

@@ -52,13 +52,8 @@ void OrderedAllReduceSum(c10d::Backend& group, torch::Tensor& flat, double timeo
   std::vector<std::vector<torch::Tensor>> out(1);
   torch::Tensor whole = torch::empty({ranks * chunk}, flat.options());  // (ranks * chunk,)
   for (int64_t r = 0; r < ranks; ++r) out[0].push_back(whole.narrow(0, r * chunk, chunk));
+  // The backend writes each gathered chunk into its view of `whole`.
   Finish(group.allgather(out, in), timeout_s, what, "all-gather");
-  // Gloo writes the gathered chunks into the tensors given; copy them home if
-  // a backend gave back others.
-  for (int64_t r = 0; r < ranks; ++r) {
-    if (out[0][static_cast<size_t>(r)].data_ptr() != whole.narrow(0, r * chunk, chunk).data_ptr())
-      whole.narrow(0, r * chunk, chunk).copy_(out[0][static_cast<size_t>(r)]);
-  }
   flat.copy_(whole.narrow(0, 0, n));
 }
 

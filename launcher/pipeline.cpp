@@ -114,10 +114,12 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   const int R = p.replicas;  // copies of the S stages: process r*S + s is replica r's stage s
   // Each replica's devices (its slot among its node's replicas) and nodes.
   std::vector<int> slot;
+  std::vector<PipelineLayout> replica_layout;  // replica 0's is `layout`
   std::vector<Placement> placements;
   for (int r = 0; r < R; ++r) {
     slot.push_back(R > 1 ? ReplicaSlot(R, nodes.nnodes, r) : 0);
-    placements.push_back(ResolveReplicaPlacement(p, ResolveLayout(config, slot.back()), nodes, r));
+    replica_layout.push_back(slot.back() == 0 ? layout : ResolveLayout(config, slot.back()));
+    placements.push_back(ResolveReplicaPlacement(p, replica_layout.back(), nodes, r));
   }
   const Placement& placement = placements[0];
   if (R > 1 && !debug.record_dir.empty()) {
@@ -212,7 +214,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     std::string where_r;
     for (int r = 1; r < R; ++r) {
       std::string on;
-      for (const StageSpec& s : ResolveLayout(config, slot[static_cast<size_t>(r)]).stages) {
+      for (const StageSpec& s : replica_layout[static_cast<size_t>(r)].stages) {
         on += (on.empty() ? "" : "/") + s.device +
               (nodes.nnodes > 1
                    ? Str(" (node ",

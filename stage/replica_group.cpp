@@ -37,7 +37,7 @@ ReplicaGroup::ReplicaGroup(const ReplicaGroupOptions& options, const torch::Devi
       wire_device_(device.is_cuda() ? device : torch::Device(torch::kCPU)),
       group_(ipc::JoinStageGroup(GroupOptions(options, device), device)) {}
 
-void ReplicaGroup::AverageGradients(torch::nn::Module& module) {
+void ReplicaGroup::SumGradients(torch::nn::Module& module) {
   TraceSpan span(trace_event::kReplicaExchange, "transfer");
   std::vector<torch::Tensor> params = module.parameters();
   const std::string what =

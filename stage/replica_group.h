@@ -1,7 +1,7 @@
 // A stage's copies in the other replicas of the pipeline (pipeline.replicas):
 // one c10d process group per stage of the pipeline, rank = replica, that
 // meets at the launcher's TCPStore. After the stage's last backward of a
-// step, AverageGradients makes every copy's gradients the sum over the
+// step, SumGradients makes every copy's gradients the sum over the
 // copies, in replica order (ipc/c10d_reduce.h), before fp16's unscale, the
 // norms and the step: the copies then step alike and stay equal.
 //
@@ -37,7 +37,7 @@ class ReplicaGroup {
 
   // Sums `module`'s gradients over the copies, in replica order. A parameter
   // without a gradient adds zeros and keeps none.
-  void AverageGradients(torch::nn::Module& module);
+  void SumGradients(torch::nn::Module& module);
 
   int replica() const { return options_.replica; }
 

@@ -94,7 +94,7 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
 
 void TrainingStage::BackwardDone(ipc::TurnReport* report) {
   if (++backward_done_ != config_.train.micro_batches) return;
-  if (replicas_) replicas_->AverageGradients(*module_);  // before fp16's unscale and the norms
+  if (replicas_) replicas_->SumGradients(*module_);  // before fp16's unscale and the norms
   optimizer_.Unscale();                      // fp16: the norms and the step see unscaled gradients
   torch::Tensor n = optimizer_.GradNorms();  // (P,)
   report->norms.assign(n.data_ptr<float>(), n.data_ptr<float>() + n.numel());

@@ -154,7 +154,8 @@ TEST(BenchReplicas, EachCountWithItsExchangeAndPeer) {
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "rows", "step_ms", "samples_per_s", "exchange_ms", "bytes",
-                      "peer_allreduce_ms"});
+                      "peer_allreduce_ms", "single_process_step_ms"});
+  EXPECT_GT(std::stod(JsonField(json, "single_process_step_ms")), 0.0) << json;
   EXPECT_EQ(JsonField(json, "peer_note"), "") << json;
   // tiny's encoder: 8-16-32-64 channels, 4 input channels, a bottleneck of
   // 128: its float32 gradients are well over 1 MiB and the same in each row.

@@ -72,7 +72,7 @@ TEST_P(Replicas, ExchangeEqualsTheSingleProcessSumBitForBit) {
                          torch::Device(torch::kCPU));
       for (int m = 0; m < M; ++m)
         (net->forward(inputs[static_cast<size_t>(r * M + m)]).pow(2).mean() / (R * M)).backward();
-      group.AverageGradients(*net);
+      group.SumGradients(*net);
       return Grads(net);
     }));
   }
