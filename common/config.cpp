@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <set>
@@ -33,6 +34,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/model_geometry.h"
+#include "common/nnunet_layout.h"
 #include "common/pipeline_layout.h"
 
 namespace up {
@@ -62,14 +64,26 @@ const std::vector<std::string>& LeafKeys() {
       "data.augment",
       "data.validation",
       "data.workers",
+      "data.dataset",
+      "data.plans",
+      "data.configuration",
+      "data.fold",
+      "data.preprocessed",
+      "data.results",
+      "data.cache",
       "train.batch_size",
       "train.micro_batches",
       "train.steps",
+      "train.epochs",
       "train.lr",
       "train.optimizer",
       "train.momentum",
+      "train.nesterov",
       "train.weight_decay",
       "train.lr_schedule",
+      "train.steps_per_epoch",
+      "train.poly_exponent",
+      "train.preset",
       "train.warmup_steps",
       "train.grad_clip",
       "train.loss",
@@ -885,8 +899,107 @@ void ReadModel(const Reader& r, Config* c) {
   c->train.loss = "ce_dice";         // with its Dice + CE (DC_and_CE_loss)
 }
 
+const std::vector<std::string> kDataKinds{"synthetic", "folder", "nifti", "cache", "nnunet"};
+const std::vector<std::string> kNnunetDataOnly{
+    "data.dataset",      "data.plans",   "data.configuration", "data.fold",
+    "data.preprocessed", "data.results", "data.cache"};
+
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// data.kind = nnunet, read before the model: the dataset's plans become
+// model.plans (and model.kind nnunet), its channels and labels the defaults
+// of model.in_channels and model.num_classes. Names resolve to paths here, so
+// the dump (which every stage loads) holds the paths.
+void ReadNnunetData(const Reader& r, Config* c) {
+  DataConfig* d = &c->data;
+  r.Enum("data.kind", &d->kind, kDataKinds);
+  if (d->kind != "nnunet") {
+    for (const auto& key : kNnunetDataOnly)
+      if (r.Has(key))
+        r.FailAt(key, "", "applies only to data.kind = nnunet (data.kind is " + d->kind + ")");
+    return;
+  }
+  if (r.Has("data.path")) {
+    r.FailAt("data.path", "",
+             "data.kind = nnunet reads data.dataset (Dataset001_Sample, its number, or the "
+             "preprocessed dataset's folder); drop data.path");
+  }
+  if (r.Has("data.validation")) {
+    r.FailAt("data.validation", "",
+             "data.kind = nnunet holds out data.fold's validation cases (splits_final.json); "
+             "drop data.validation");
+  }
+  r.String("data.dataset", &d->dataset);
+  r.String("data.plans", &d->plans);
+  r.String("data.configuration", &d->configuration);
+  d->preprocessed = EnvOr("nnUNet_preprocessed", "");
+  d->results = EnvOr("nnUNet_results", "");
+  r.String("data.preprocessed", &d->preprocessed);
+  r.String("data.results", &d->results);
+  r.String("data.cache", &d->cache);
+  if (r.Has("data.fold")) {
+    const YAML::Node& n = r.Node("data.fold");
+    const std::string v = n.IsScalar() ? n.Scalar() : "";
+    const bool digits = !v.empty() && v.size() < 4 &&
+                        std::all_of(v.begin(), v.end(), [](char ch) { return std::isdigit(ch); });
+    if (v != "all" && !(digits && std::stoi(v) <= 4))
+      r.FailAt("data.fold", "", "expected a fold 0..4 (nnU-Net's 5-fold split) or all");
+    d->fold = digits ? std::to_string(std::stoi(v)) : v;
+  }
+  NnunetDataset ds;
+  try {
+    ds = FindNnunetDataset(d->dataset, d->preprocessed, d->plans, d->configuration);
+  } catch (const UsageError& e) {
+    Fail(e.what());
+  }
+  d->dataset = ds.dir;
+  d->preprocessed = ds.preprocessed;
+  d->results = AbsolutePath(d->results);
+  d->cache = d->cache.empty() ? ds.data_dir + ".unet-pipeline" : AbsolutePath(d->cache);
+
+  ModelConfig* m = &c->model;
+  if (!r.Has("model.kind")) m->kind = "nnunet";
+  if (m->kind == "nnunet" && !r.Has("model.plans") && !r.Has("model.architecture"))
+    m->plans = ds.plans_file;
+  if (!r.Has("model.configuration")) m->configuration = d->configuration;
+  m->in_channels = static_cast<int>(ds.channel_names.size());
+  m->num_classes = static_cast<int>(ds.label_names.size());
+}
+
+// After the model: what it takes and predicts is what the dataset holds.
+void CheckNnunetModel(const Reader& r, const Config& c) {
+  if (c.data.kind != "nnunet") return;
+  const NnunetDataset ds =
+      FindNnunetDataset(c.data.dataset, c.data.preprocessed, c.data.plans, c.data.configuration);
+  const int channels = static_cast<int>(ds.channel_names.size());
+  const int classes = static_cast<int>(ds.label_names.size());
+  if (c.model.in_channels != channels)
+    r.FailAt("model.in_channels", "",
+             ds.name + "'s dataset.json has " + std::to_string(channels) +
+                 " channel(s); leave model.in_channels out or set it to " +
+                 std::to_string(channels));
+  if (c.model.num_classes != classes)
+    r.FailAt("model.num_classes", "",
+             ds.name + "'s dataset.json has " + std::to_string(classes) +
+                 " labels; leave model.num_classes out or set it to " + std::to_string(classes));
+  if (c.model.dims != 3)
+    r.FailAt("data.configuration", Quote(c.data.configuration),
+             "is a 2-D configuration; data.kind = nnunet trains 3-D configurations "
+             "(3d_fullres, 3d_lowres) for now");
+}
+
 void ReadData(const Reader& r, int dims, DataConfig* d) {
-  r.Enum("data.kind", &d->kind, {"synthetic", "folder", "nifti", "cache"});
+  r.Enum("data.kind", &d->kind, kDataKinds);
   r.String("data.path", &d->path);
   r.SpatialSize("data.size", &d->size, dims);
   r.Int("data.samples", &d->samples, kAtLeast1);
@@ -900,6 +1013,9 @@ void ReadData(const Reader& r, int dims, DataConfig* d) {
     r.Subset("data.augment", &d->augment, AugmentationNames());
   } else if (d->kind == "nifti" || d->kind == "cache") {
     d->augment = AugmentationNames();
+  } else if (d->kind == "nnunet") {
+    // nnU-Net's own, as far as they are built here: no quarter turns.
+    d->augment = {"scale", "mirror", "noise", "brightness", "contrast", "gamma"};
   }
   r.Int("data.workers", &d->workers, {0, 64});
   if (r.Has("data.validation")) {
@@ -928,16 +1044,53 @@ void ReadValidate(const Reader& r, ValidateConfig* v) {
   r.Real("validate.overlap", &v->overlap, {0.0, false, true, 1.0});
 }
 
-void ReadTrain(const Reader& r, TrainConfig* t) {
+// train.preset = nnunet: nnUNetTrainer's recipe (nnunetv2 2.x) as defaults.
+void ApplyNnunetPreset(const std::string& model_kind, TrainConfig* t) {
+  t->optimizer = "sgd";
+  t->lr = 1e-2;
+  t->momentum = 0.99;
+  t->nesterov = true;
+  t->weight_decay = 3e-5;
+  t->lr_schedule = "poly";
+  t->poly_exponent = 0.9;
+  t->steps_per_epoch = 250;  // num_iterations_per_epoch
+  t->steps = 1000 * 250;     // num_epochs
+  t->grad_clip = 12;
+  t->micro_batches = 1;  // the plan's batch in one step, Dice over it as nnU-Net's
+  t->loss = "ce_dice";
+  if (model_kind == "nnunet") t->deep_supervision = true;
+}
+
+void ReadTrain(const Reader& r, const std::string& data_kind, const std::string& model_kind,
+               TrainConfig* t) {
   const double zero = 0.0;
+  t->preset = data_kind == "nnunet" ? "nnunet" : "none";
+  r.Enum("train.preset", &t->preset, {"none", "nnunet"});
+  if (t->preset == "nnunet") ApplyNnunetPreset(model_kind, t);
   r.Int("train.batch_size", &t->batch_size, kAtLeast1);
   r.Int("train.micro_batches", &t->micro_batches, kAtLeast1);
   r.Int("train.steps", &t->steps, kAtLeast1);
   r.Real("train.lr", &t->lr, {0.0, true, false});
   r.Enum("train.optimizer", &t->optimizer, {"adam", "sgd"});
   r.Real("train.momentum", &t->momentum, {0.0, false, true, 1.0});
+  r.Bool("train.nesterov", &t->nesterov);
   r.Real("train.weight_decay", &t->weight_decay, {0.0, false, false});
-  r.Enum("train.lr_schedule", &t->lr_schedule, {"constant", "cosine"});
+  r.Enum("train.lr_schedule", &t->lr_schedule, {"constant", "cosine", "poly"});
+  r.Int("train.steps_per_epoch", &t->steps_per_epoch, kAtLeast0);
+  r.Real("train.poly_exponent", &t->poly_exponent, {0.0, false, false});
+  if (r.Has("train.epochs")) {
+    int epochs = 0;
+    r.Int("train.epochs", &epochs, kAtLeast1);
+    if (r.Has("train.steps"))
+      r.FailAt("train.epochs", "", "give train.epochs or train.steps, not both");
+    const int64_t steps = static_cast<int64_t>(epochs) * std::max(1, t->steps_per_epoch);
+    if (steps > INT_MAX)
+      r.FailAt("train.epochs", "", "makes more than " + std::to_string(INT_MAX) + " steps");
+    t->steps = static_cast<int>(steps);
+  }
+  if (t->nesterov && (t->optimizer != "sgd" || t->momentum <= 0))
+    r.FailAt("train.nesterov", "true",
+             "needs train.optimizer = sgd with train.momentum > 0 (nnU-Net: 0.99)");
   r.Int("train.warmup_steps", &t->warmup_steps, kAtLeast0);
   r.Real("train.grad_clip", &t->grad_clip, {0.0, false, false}, &zero);
   r.Enum("train.loss", &t->loss, {"ce", "ce_dice"});
@@ -1023,7 +1176,7 @@ void CheckConsistency(const Reader& r, const Config& c) {
     }
   }
 
-  if (c.data.kind != "synthetic" && c.data.path.empty()) {
+  if (c.data.kind != "synthetic" && c.data.kind != "nnunet" && c.data.path.empty()) {
     r.FailAt("data.path", Quote(c.data.path),
              "must name the dataset root when data.kind = " + c.data.kind);
   }
@@ -1174,9 +1327,11 @@ Config Resolve(const YAML::Node* root, const std::string& origin, const std::str
 
   Reader reader(std::move(given));
   Config c;
+  ReadNnunetData(reader, &c);
   ReadModel(reader, &c);
+  CheckNnunetModel(reader, c);
   ReadData(reader, c.model.dims, &c.data);
-  ReadTrain(reader, &c.train);
+  ReadTrain(reader, c.data.kind, c.model.kind, &c.train);
   ReadCheckpoint(reader, &c.checkpoint);
   ReadValidate(reader, &c.validate);
   ReadPipeline(reader, &c.pipeline);
@@ -1294,7 +1449,7 @@ std::string DumpConfig(const Config& c) {
 
   line(0, "data", "");
   line(2, "kind", Quote(c.data.kind));
-  line(2, "path", Quote(c.data.path));
+  if (c.data.kind != "nnunet") line(2, "path", Quote(c.data.path));
   line(2, "size", IntList(c.data.size));
   line(2, "samples", num(c.data.samples));
   line(2, "foreground_fraction", FormatDouble(c.data.foreground_fraction));
@@ -1302,6 +1457,15 @@ std::string DumpConfig(const Config& c) {
   // Written only when set, so a config without them dumps (and hashes) as
   // before.
   if (c.data.workers > 0) line(2, "workers", num(c.data.workers));
+  if (c.data.kind == "nnunet") {
+    line(2, "dataset", Quote(c.data.dataset));
+    line(2, "plans", Quote(c.data.plans));
+    line(2, "configuration", Quote(c.data.configuration));
+    line(2, "fold", Quote(c.data.fold));
+    line(2, "preprocessed", Quote(c.data.preprocessed));
+    line(2, "results", Quote(c.data.results));
+    line(2, "cache", Quote(c.data.cache));
+  }
   if (!c.data.validation_cases.empty()) {
     std::vector<std::string> quoted;
     for (const std::string& name : c.data.validation_cases) quoted.push_back(Quote(name));
@@ -1318,8 +1482,15 @@ std::string DumpConfig(const Config& c) {
   line(2, "lr", FormatDouble(t.lr));
   line(2, "optimizer", Quote(t.optimizer));
   line(2, "momentum", FormatDouble(t.momentum));
+  // Written only when set, so earlier configs dump (and hash) as before.
+  if (t.preset != "none") line(2, "preset", Quote(t.preset));
+  if (t.nesterov) line(2, "nesterov", "true");
   line(2, "weight_decay", FormatDouble(t.weight_decay));
   line(2, "lr_schedule", Quote(t.lr_schedule));
+  if (t.lr_schedule == "poly" || t.steps_per_epoch > 0) {
+    line(2, "steps_per_epoch", num(t.steps_per_epoch));
+    line(2, "poly_exponent", FormatDouble(t.poly_exponent));
+  }
   line(2, "warmup_steps", num(t.warmup_steps));
   line(2, "grad_clip", FormatDouble(t.grad_clip));
   line(2, "loss", Quote(t.loss));

@@ -41,10 +41,19 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "synthetic";  // synthetic | folder | nifti | cache
-  std::string path;                // folder, nifti: the dataset root (required for them)
-  std::vector<int> size{64, 64};   // spatial size, `dims` entries (a scalar in YAML means all axes)
-  int samples = 256;               // synthetic: number of distinct samples (>= 1)
+  std::string kind = "synthetic";  // synthetic | folder | nifti | cache | nnunet
+  std::string path;                // folder, nifti, cache: the dataset root (required for them)
+  // nnunet (common/nnunet_layout.h): nnU-Net's preprocessed dataset, resolved
+  // when the config loads (names become paths; the dump holds the paths).
+  std::string dataset;                       // Dataset001_Sample, 1, or a folder
+  std::string plans = "nnUNetPlans";         // the plans identifier
+  std::string configuration = "3d_fullres";  // the plans' configuration
+  std::string fold = "0";                    // 0..4 of splits_final.json, or all
+  std::string preprocessed;                  // default $nnUNet_preprocessed
+  std::string results;                       // default $nnUNet_results
+  std::string cache;  // the arrays converted once (default: beside nnU-Net's data folder)
+  std::vector<int> size{64, 64};  // spatial size, `dims` entries (a scalar in YAML means all axes)
+  int samples = 256;              // synthetic: number of distinct samples (>= 1)
   // Whole cases (nifti): the share of patches centred on a voxel of a random
   // foreground class present in the case (nnU-Net's oversampling), [0, 1].
   double foreground_fraction = 0.33;
@@ -59,7 +68,9 @@ struct DataConfig {
   // Background threads that prepare the next micro-batches while the current
   // one trains (common/data/batch_loader.h); 0: on the trainer's thread.
   int workers = 0;
-  bool HasValidation() const { return validation > 0 || !validation_cases.empty(); }
+  bool HasValidation() const {
+    return validation > 0 || !validation_cases.empty() || (kind == "nnunet" && fold != "all");
+  }
 };
 
 // Every augmentation data.augment may name, in the order they are applied.
@@ -70,14 +81,22 @@ inline const std::vector<std::string>& AugmentationNames() {
 }
 
 struct TrainConfig {
-  int batch_size = 8;              // >= 1
-  int micro_batches = 2;           // >= 1, per replica: micro_batches x replicas divides batch_size
-  int steps = 20;                  // >= 1 optimizer steps
-  double lr = 1e-3;                // > 0
-  std::string optimizer = "adam";  // adam | sgd
-  double momentum = 0.9;           // sgd only, [0, 1)
-  double weight_decay = 0.0;       // >= 0
-  std::string lr_schedule = "constant";   // constant | cosine
+  int batch_size = 8;     // >= 1
+  int micro_batches = 2;  // >= 1, per replica: micro_batches x replicas divides batch_size
+  int steps = 20;         // >= 1 optimizer steps
+  double lr = 1e-3;       // > 0
+  // none | nnunet: nnUNetTrainer's recipe as the defaults of the keys below
+  // (the default with data.kind nnunet); any key given still wins.
+  std::string preset = "none";
+  std::string optimizer = "adam";        // adam | sgd
+  double momentum = 0.9;                 // sgd only, [0, 1)
+  bool nesterov = false;                 // sgd only
+  double weight_decay = 0.0;             // >= 0
+  std::string lr_schedule = "constant";  // constant | cosine | poly
+  // poly: lr * (1 - epoch / epochs)^poly_exponent, epoch = step / steps_per_epoch
+  // (nnU-Net's PolyLRScheduler, stepped once an epoch); 0: an epoch is a step.
+  int steps_per_epoch = 0;
+  double poly_exponent = 0.9;
   int warmup_steps = 0;                   // >= 0, < steps
   double grad_clip = 0.0;                 // max global grad norm; 0 = off
   std::string loss = "ce";                // ce | ce_dice

@@ -19,9 +19,11 @@
 #include "common/model/checkpoint.h"
 #include "common/model/device_memory.h"
 #include "common/model/tensor_accounting.h"
+#include "common/nnunet_layout.h"
 #include "common/plot_svg.h"
 #include "common/run_dir.h"
 #include "launcher/launch_env.h"
+#include "launcher/nnunet_import.h"
 #include "launcher/node_agent.h"
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
@@ -95,7 +97,8 @@ void CheckDevices(const Config& config, bool single_process, int node = 0, int n
 void CheckData(const Config& config) {
   if (config.model.kind == "torchscript") CheckBundleLevels(config.model);
   if (config.data.kind == "synthetic" && !config.data.HasValidation()) return;
-  const std::unique_ptr<Dataset> data = MakeDataset(config);  // the training cases
+  if (config.data.kind == "nnunet") ImportNnunetData(config);  // once; later runs reuse it
+  const std::unique_ptr<Dataset> data = MakeDataset(config);   // the training cases
   if (config.data.kind == "folder") {
     for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
   }
@@ -105,7 +108,10 @@ void CheckData(const Config& config) {
       Str("data: ", data->size(), " samples for training",
           val ? Str(", ", held, " for validation (", val->plan.size(), " window batches a pass)")
               : std::string(),
-          " in ", config.data.path.empty() ? config.data.kind : config.data.path));
+          " in ",
+          config.data.kind == "nnunet" ? config.data.cache
+          : config.data.path.empty()   ? config.data.kind
+                                       : config.data.path));
 }
 
 int Train(int argc, char** argv) {
@@ -292,6 +298,16 @@ int Train(int argc, char** argv) {
   }
   LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
               " samples/s, param_digest ", s.param_digest));
+  if (config.data.kind == "nnunet") {
+    const std::string fold = WriteNnunetResults(run->path(), config);
+    LogInfo(Str("nnU-Net: fold filed in ", fold, "; predict with nnUNetv2_predict -i IN -o OUT -d ",
+                fs::path(config.data.dataset).filename().string(), " -c ",
+                config.data.configuration, " -f ", config.data.fold, " -tr ", kNnunetResultsTrainer,
+                config.data.plans != "nnUNetPlans" ? " -p " + config.data.plans : "",
+                config.data.results.empty()
+                    ? " (set nnUNet_results to this folder's nnUNet_results)"
+                    : ""));
+  }
   return 0;
 }
 

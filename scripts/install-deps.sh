@@ -94,10 +94,11 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
     logged "installing the parity tests' references" \
       .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
   fi
-  # nnU-Net v2's own predictor, which the export test runs on `export
-  # --format nnunet`'s folder: nnunetv2 and exactly what its predictor
-  # imports (found by importing it), each pinned and without its optional
-  # dependencies: nnunetv2's full set would replace the pinned torch.
+  # nnU-Net v2 itself: `data.kind: nnunet` reads its preprocessed cases with
+  # it, and the tests run its planner, trainer and predictor against this
+  # project's: nnunetv2 and exactly what those import (found by importing
+  # them), each pinned and without its optional dependencies: nnunetv2's full
+  # set would replace the pinned torch.
   PY_PREDICTOR_PACKAGES=("nnunetv2==2.8.1" "acvl_utils==0.2.6" "batchgenerators==0.25.5"
                          "batchgeneratorsv2==0.3.6" "blosc2==4.15.0" "cloudpickle==3.1.3"
                          "connected-components-3d==4.1.1" "cycler==0.12.1" "fonttools==4.68.0"
@@ -109,8 +110,8 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
                          "scipy==1.17.1" "seaborn==0.13.2" "simpleitk==2.5.7" "six==1.17.0"
                          "threadpoolctl==3.8.0" "tifffile==2026.3.3" "tqdm==4.70.1")
   if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "${PY_PREDICTOR_PACKAGES[@]}"; then
-    echo "install-deps: installing nnU-Net's predictor for the export test (nnunetv2 and what it imports)"
-    logged "installing nnU-Net's predictor" \
+    echo "install-deps: installing nnU-Net v2 (nnunetv2 and what it imports) for data.kind: nnunet and the tests"
+    logged "installing nnU-Net v2" \
       .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
       "${PY_PREDICTOR_PACKAGES[@]}"
   fi

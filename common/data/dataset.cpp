@@ -201,6 +201,13 @@ std::unique_ptr<Dataset> MakeWholeDataset(const Config& config) {
     return std::make_unique<FolderDataset>(config.model, config.data);
   if (config.data.kind == "nifti") return std::make_unique<NiftiDataset>(config.model, config.data);
   if (config.data.kind == "cache") return std::make_unique<CacheDataset>(config.model, config.data);
+  if (config.data.kind == "nnunet") {
+    // nnU-Net's preprocessed arrays, converted once into data.cache
+    // (launcher/nnunet_import.h) and read from there as any cache.
+    DataConfig cached = config.data;
+    cached.path = config.data.cache;
+    return std::make_unique<CacheDataset>(config.model, cached);
+  }
   return std::make_unique<SyntheticDataset>(config.model, config.data, config.train.seed);
 }
 

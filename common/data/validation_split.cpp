@@ -8,10 +8,41 @@
 #include "common/data/counter_random.h"
 #include "common/data/nifti_dataset.h"
 #include "common/errors.h"
+#include "common/nnunet_layout.h"
 
 namespace up {
 
+namespace {
+
+// data.kind = nnunet: the fold's lists in splits_final.json, by name.
+CaseSplit NnunetSplit(const Dataset& whole, const DataConfig& data) {
+  const std::string splits = data.dataset + "/splits_final.json";
+  const NnunetFold fold = ReadNnunetFold(splits, data.fold);
+  std::map<std::string, int64_t> by_name;
+  for (int64_t i = 0; i < whole.size(); ++i) by_name[whole.CaseName(i)] = i;
+  CaseSplit split;
+  for (const auto& [names, into] :
+       {std::pair{&fold.train, &split.train}, std::pair{&fold.val, &split.validation}}) {
+    for (const std::string& name : *names) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        throw UsageError("data.fold = " + data.fold + ": '" + splits + "' names case '" + name +
+                         "', which the preprocessed data lacks; preprocess it again "
+                         "(nnUNetv2_plan_and_preprocess) or fix the split");
+      }
+      into->push_back(it->second);
+    }
+    std::sort(into->begin(), into->end());
+  }
+  if (split.train.empty())
+    throw UsageError("data.fold = " + data.fold + ": '" + splits + "' leaves no case to train on");
+  return split;
+}
+
+}  // namespace
+
 CaseSplit SplitCases(const Dataset& whole, const DataConfig& data, uint64_t seed) {
+  if (data.kind == "nnunet") return NnunetSplit(whole, data);
   const int64_t n = whole.size();
   std::vector<bool> held(static_cast<size_t>(n), false);
   if (!data.validation_cases.empty()) {

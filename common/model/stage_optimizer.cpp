@@ -7,6 +7,15 @@ namespace up {
 
 double ScheduledLr(const TrainConfig& t, int64_t step) {
   if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / t.warmup_steps;
+  if (t.lr_schedule == "poly") {
+    // nnU-Net's PolyLRScheduler, stepped at each epoch's start: the rate is
+    // constant within an epoch of steps_per_epoch steps.
+    const int64_t per = std::max(1, t.steps_per_epoch);
+    const int64_t epochs = (t.steps + per - 1) / per;
+    const int64_t epoch = step / per;
+    return t.lr * std::pow(1.0 - static_cast<double>(epoch) / static_cast<double>(epochs),
+                           t.poly_exponent);
+  }
   if (t.lr_schedule == "cosine") {
     const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
     const double progress = static_cast<double>(step - t.warmup_steps) / span;
@@ -24,6 +33,7 @@ StageOptimizer::StageOptimizer(torch::nn::Module& module, const TrainConfig& tra
     optimizer_ =
         std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(train.lr)
                                                          .momentum(train.momentum)
+                                                         .nesterov(train.nesterov)
                                                          .weight_decay(train.weight_decay));
   } else {
     optimizer_ = std::make_unique<torch::optim::Adam>(

@@ -24,7 +24,8 @@
 namespace up {
 
 // The learning rate of optimizer step `step` (0-based): linear warm-up over
-// `warmup_steps`, then constant or cosine decay to 0 at `steps`.
+// `warmup_steps`, then constant, cosine decay to 0 at `steps`, or poly
+// (nnU-Net's, per epoch of `steps_per_epoch`).
 double ScheduledLr(const TrainConfig& train, int64_t step);
 
 // Whether a step needs every stage's gradient norms first: for clipping's

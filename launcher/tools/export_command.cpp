@@ -67,12 +67,15 @@ int ExportCommand(int argc, char** argv) {
       "dataset-json",
       "nnunet: the dataset.json of the data trained on (default: one written "
       "from the model's channels and classes)",
-      cxxopts::value<std::string>())(
-      "plans", "nnunet: the plans file (default: the one the run kept)",
-      cxxopts::value<std::string>())("configuration",
-                                     "nnunet: its configuration (default: the "
-                                     "run's)",
-                                     cxxopts::value<std::string>())("h,help", "this help");
+      cxxopts::value<std::string>())("plans",
+                                     "nnunet: the plans file (default: the one the run kept)",
+                                     cxxopts::value<std::string>())(
+      "initial",
+      "the weights the run started from (train.seed, before step 1), not a checkpoint's")(
+      "configuration",
+      "nnunet: its configuration (default: the "
+      "run's)",
+      cxxopts::value<std::string>())("h,help", "this help");
   const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline export --help");
   if (!parsed) return 0;
   const cxxopts::ParseResult& args = *parsed;
@@ -89,7 +92,9 @@ int ExportCommand(int argc, char** argv) {
                      "' does not exist; create it first");
   }
 
-  TrainedModel model = LoadTrainedModel(args["checkpoint"].as<std::string>());
+  TrainedModel model = args.count("initial")
+                           ? InitialModel(args["checkpoint"].as<std::string>())
+                           : LoadTrainedModel(args["checkpoint"].as<std::string>());
   if (format == "nnunet") {
     NnunetExportOptions o;
     o.out = out;

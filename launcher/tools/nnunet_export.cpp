@@ -10,6 +10,7 @@
 #include "common/fs_util.h"
 #include "common/json_writer.h"
 #include "common/model/tensor_file.h"
+#include "common/nnunet_layout.h"
 #include "common/nnunet_plans.h"
 #include "launcher/tools/export_command.h"
 
@@ -91,6 +92,103 @@ void KeepNnunetPlans(const std::string& run_dir, const Config& config) {
                       "\n");
 }
 
+namespace {
+
+// What nnU-Net's trainer saves and its predictor reads, for `model`.
+c10::impl::GenericDict NnunetCheckpoint(const TrainedModel& model, const std::string& configuration,
+                                        const std::string& fold) {
+  const ModelConfig& m = model.config.model;
+  c10::impl::GenericDict weights(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : MergedStateDict(m, *model.encoder, *model.decoder))
+    weights.insert(name, t);
+  c10::impl::GenericDict init_args(c10::StringType::get(), c10::AnyType::get());
+  init_args.insert("configuration", configuration);
+  if (fold == "all")
+    init_args.insert("fold", fold);
+  else
+    init_args.insert("fold", static_cast<int64_t>(std::stoi(fold)));
+  std::vector<c10::IValue> axes;
+  for (int64_t a = 0; a < m.dims; ++a) axes.emplace_back(a);
+  c10::impl::GenericDict made_by(c10::StringType::get(), c10::AnyType::get());
+  made_by.insert("step", model.step);
+  made_by.insert("checkpoint", model.checkpoint_dir);
+  c10::impl::GenericDict checkpoint(c10::StringType::get(), c10::AnyType::get());
+  checkpoint.insert("network_weights", weights);
+  checkpoint.insert("trainer_name", std::string("nnUNetTrainer"));
+  checkpoint.insert("init_args", init_args);
+  checkpoint.insert("inference_allowed_mirroring_axes", c10::ivalue::Tuple::create(axes));
+  const int64_t per = std::max(1, model.config.train.steps_per_epoch);
+  checkpoint.insert("current_epoch", model.step / per);
+  checkpoint.insert("unet_pipeline", made_by);
+  return checkpoint;
+}
+
+}  // namespace
+
+std::string WriteNnunetResults(const std::string& run_dir, const Config& config) {
+  const DataConfig& d = config.data;
+  const NnunetDataset ds = FindNnunetDataset(d.dataset, d.preprocessed, d.plans, d.configuration);
+  const fs::path root =
+      d.results.empty() ? fs::path(run_dir) / "nnUNet_results" : fs::path(d.results);
+  const fs::path trainer =
+      root / ds.name / NnunetTrainerFolder(kNnunetResultsTrainer, ds.plans, ds.configuration);
+  const std::string fold_name = d.fold == "all" ? "fold_all" : "fold_" + d.fold;
+  std::error_code ec;
+  fs::create_directories(trainer, ec);
+  if (ec) {
+    throw UsageError("data.results = '" + root.string() + "': cannot create '" + trainer.string() +
+                     "' (" + ec.message() + "); the run is in " + run_dir);
+  }
+  // The trainer folder's files are the same for every fold.
+  WriteFileAtomic((trainer / "plans.json").string(), ReadFile(ds.plans_file));
+  WriteFileAtomic((trainer / "dataset.json").string(), ReadFile(ds.dir + "/dataset.json"));
+  if (fs::exists(ds.dir + "/dataset_fingerprint.json", ec))
+    WriteFileAtomic((trainer / "dataset_fingerprint.json").string(),
+                    ReadFile(ds.dir + "/dataset_fingerprint.json"));
+
+  const TrainedModel final_model = LoadTrainedModel(run_dir);
+  const fs::path best_dir = fs::path(run_dir) / "checkpoints" / "best";
+  const bool has_best = fs::exists(best_dir, ec);
+
+  // The fold folder is built beside its place and swapped in whole.
+  const fs::path fold = trainer / fold_name;
+  const fs::path staging = trainer / (fold_name + ".staging");
+  const fs::path old = trainer / (fold_name + ".old");
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+  struct Cleanup {
+    std::vector<fs::path> paths;
+    ~Cleanup() {
+      std::error_code e;
+      for (const auto& p : paths) fs::remove_all(p, e);
+    }
+  } cleanup{{staging, old}};
+  SavePickledValue((staging / "checkpoint_final.pth").string(),
+                   NnunetCheckpoint(final_model, ds.configuration, d.fold));
+  if (has_best) {
+    const TrainedModel best = LoadTrainedModel(best_dir.string());
+    SavePickledValue((staging / "checkpoint_best.pth").string(),
+                     NnunetCheckpoint(best, ds.configuration, d.fold));
+  } else {
+    fs::copy_file(staging / "checkpoint_final.pth", staging / "checkpoint_best.pth");
+  }
+  const fs::path log = fs::path(run_dir) / "launcher.log";
+  if (fs::exists(log, ec))
+    WriteFileAtomic((staging / "training_log_unet_pipeline.txt").string(), ReadFile(log.string()));
+  WriteFileAtomic((staging / "unet_pipeline.json").string(),
+                  JsonWriter()
+                          .Field("run", fs::absolute(run_dir).string())
+                          .Field("final_step", final_model.step)
+                          .Field("best", has_best ? "checkpoints/best (validation Dice)"
+                                                  : "the final checkpoint (no validation)")
+                          .str() +
+                      "\n");
+  fs::remove_all(old, ec);
+  if (fs::exists(fold, ec)) fs::rename(fold, old);
+  fs::rename(staging, fold);
+  return fold.string();
+}
+
 void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& o) {
   const ModelConfig& m = model.config.model;
   if (m.kind != "nnunet") {
@@ -136,25 +234,8 @@ void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& o)
   WriteFileAtomic((staging / "plans.json").string(), ReadFile(plans));
   WriteFileAtomic((staging / "dataset.json").string(), dataset);
 
-  c10::impl::GenericDict weights(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : MergedStateDict(m, *model.encoder, *model.decoder))
-    weights.insert(name, t);
-  c10::impl::GenericDict init_args(c10::StringType::get(), c10::AnyType::get());
-  init_args.insert("configuration", configuration);
-  init_args.insert("fold", static_cast<int64_t>(0));
-  std::vector<c10::IValue> axes;
-  for (int64_t a = 0; a < m.dims; ++a) axes.emplace_back(a);
-  c10::impl::GenericDict made_by(c10::StringType::get(), c10::AnyType::get());
-  made_by.insert("step", model.step);
-  made_by.insert("checkpoint", model.checkpoint_dir);
-  c10::impl::GenericDict checkpoint(c10::StringType::get(), c10::AnyType::get());
-  checkpoint.insert("network_weights", weights);
-  checkpoint.insert("trainer_name", std::string("nnUNetTrainer"));
-  checkpoint.insert("init_args", init_args);
-  checkpoint.insert("inference_allowed_mirroring_axes", c10::ivalue::Tuple::create(axes));
-  checkpoint.insert("current_epoch", model.step);
-  checkpoint.insert("unet_pipeline", made_by);
-  SavePickledValue((staging / "fold_0" / "checkpoint_final.pth").string(), checkpoint);
+  SavePickledValue((staging / "fold_0" / "checkpoint_final.pth").string(),
+                   NnunetCheckpoint(model, configuration, "0"));
 
   fs::remove(out, ec);  // an empty folder given as --out
   fs::rename(staging, out);

@@ -32,6 +32,18 @@ namespace up {
 // where it came from). Nothing for other kinds.
 void KeepNnunetPlans(const std::string& run_dir, const Config& config);
 
+// After a run of data.kind nnunet: its fold filed where nnU-Net looks,
+// data.results (nnUNet_results; without one, RUN/nnUNet_results) /
+// DatasetXXX/nnUNetTrainerUnetPipeline__<plans>__<configuration>/ with
+// plans.json, dataset.json and dataset_fingerprint.json of the preprocessed
+// dataset, and fold_N/ (fold_all) holding checkpoint_final.pth (the newest
+// checkpoint), checkpoint_best.pth (checkpoints/best, the best validation
+// Dice; the final one without validation), the run's log and
+// unet_pipeline.json (the run folder). The fold folder is swapped in whole;
+// other folds stay. `nnUNetv2_predict -d D -c CONF -f N -tr
+// nnUNetTrainerUnetPipeline` loads it. Returns the fold folder.
+std::string WriteNnunetResults(const std::string& run_dir, const Config& config);
+
 struct NnunetExportOptions {
   std::string out;            // the folder to write; must not exist or be empty
   std::string plans;          // default: the run's nnunet_plans.json

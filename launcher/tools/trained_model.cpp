@@ -78,4 +78,19 @@ TrainedModel LoadTrainedModel(const std::string& dir) {
   return m;
 }
 
+TrainedModel InitialModel(const std::string& dir) {
+  std::error_code ec;
+  const fs::path run = fs::path(dir);
+  if (!fs::exists(run / "config.yaml", ec))
+    throw UsageError("--initial --checkpoint " + dir + ": not a run folder (no config.yaml)");
+  TrainedModel m;
+  m.config = LoadConfig((run / "config.yaml").string(), {});
+  m.checkpoint_dir = (run / "initial").string();
+  m.encoder = MakeEncoder(m.config);
+  m.decoder = MakeDecoder(m.config);
+  m.encoder->eval();
+  m.decoder->eval();
+  return m;
+}
+
 }  // namespace up

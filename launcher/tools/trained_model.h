@@ -29,4 +29,9 @@ struct TrainedModel {
 // what to give instead when it is neither or holds no checkpoint.
 TrainedModel LoadTrainedModel(const std::string& dir);
 
+// The weights a run's training starts from (its config's train.seed), step
+// 0, as every trainer builds them: for comparing with another trainer from
+// the same start. `dir` is a run folder.
+TrainedModel InitialModel(const std::string& dir);
+
 }  // namespace up

@@ -800,3 +800,41 @@ TEST(ConfigDumpTest, DefaultsDumpIsStable) {
 
 }  // namespace
 }  // namespace up
+
+namespace up {
+namespace {
+
+TEST(ConfigTest, NnunetPresetIsNnunetTrainersRecipeAndKeysStillWin) {
+  EXPECT_EQ(LoadConfig("", {}).train.preset, "none");
+  EXPECT_EQ(DumpConfig(Config{}).find("preset"), std::string::npos);  // hashes as before
+  const Config c = LoadConfig("", {"train.preset=nnunet"});
+  EXPECT_EQ(c.train.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(c.train.lr, 1e-2);
+  EXPECT_DOUBLE_EQ(c.train.momentum, 0.99);
+  EXPECT_TRUE(c.train.nesterov);
+  EXPECT_DOUBLE_EQ(c.train.weight_decay, 3e-5);
+  EXPECT_EQ(c.train.lr_schedule, "poly");
+  EXPECT_DOUBLE_EQ(c.train.poly_exponent, 0.9);
+  EXPECT_EQ(c.train.steps_per_epoch, 250);
+  EXPECT_EQ(c.train.steps, 1000 * 250);
+  EXPECT_DOUBLE_EQ(c.train.grad_clip, 12);
+  EXPECT_EQ(c.train.loss, "ce_dice");
+  EXPECT_EQ(c.train.micro_batches, 1);
+  const std::string dump = DumpConfig(c);
+  EXPECT_EQ(DumpConfig(LoadConfigFromString(dump, "dump", {})), dump);
+  // Any key still overrides; train.epochs counts epochs of steps_per_epoch.
+  const Config mine = LoadConfig("", {"train.preset=nnunet", "train.lr=0.1", "train.epochs=3"});
+  EXPECT_DOUBLE_EQ(mine.train.lr, 0.1);
+  EXPECT_EQ(mine.train.steps, 750);
+  EXPECT_NE(ErrorOf("{}", {"train.epochs=3", "train.steps=5"}).find("not both"), std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"train.nesterov=true"}).find("train.optimizer = sgd"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"data.fold=1"}).find("applies only to data.kind = nnunet"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{}", {"data.kind=nnunet", "data.dataset=1", "data.preprocessed=/nonexistent"})
+                .find("nnUNetv2_plan_and_preprocess -d 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace up

@@ -1,0 +1,180 @@
+// See nnunet_import.h.
+#include "launcher/nnunet_import.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/data/case_cache.h"
+#include "common/errors.h"
+#include "common/fs_util.h"
+#include "common/json_writer.h"
+#include "common/logging.h"
+#include "common/nnunet_layout.h"
+#include "common/npy_io.h"
+#include "common/sha256.h"
+#include "launcher/child_process.h"
+
+namespace up {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Changes when any of the case's files does (or this import's format does).
+std::string CaseStamp(const NnunetCaseFiles& c) {
+  std::string text = "nnunet-import 1\n";
+  for (const std::string& f : c.files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) throw UsageError("nnU-Net: cannot stat '" + f + "'");
+    text += f + "\n" + std::to_string(st.st_size) + "\n" + std::to_string(st.st_mtim.tv_sec) + "." +
+            std::to_string(st.st_mtim.tv_nsec) + "\n";
+  }
+  return Sha256Hex(text);
+}
+
+// Whether CACHE/<case> holds the case as stamped: its case.json carries the
+// stamp and both arrays have the shapes it gives (headers only: the SHA-256
+// is checked once, right after conversion).
+bool UpToDate(const std::string& dir, const std::string& stamp) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir + "/case.json", ec)) return false;
+  try {
+    const CacheCaseMeta m = ReadCaseMeta(dir);
+    if (m.source_stamp != stamp) return false;
+    std::vector<int64_t> image{m.channels};
+    image.insert(image.end(), m.shape.begin(), m.shape.end());
+    return ReadNpyHeader(dir + "/image.npy").shape == image &&
+           ReadNpyHeader(dir + "/labels.npy").shape == m.shape;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string ProjectRoot() { return UP_SOURCE_DIR; }
+
+std::string PythonPath() {
+  if (const char* p = std::getenv("UP_PYTHON"); p && *p) return p;
+  const std::string venv = ProjectRoot() + "/.venv/bin/python";
+  std::error_code ec;
+  if (fs::exists(venv, ec)) return venv;
+  return "/usr/bin/python3";
+}
+
+std::string Strings(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + JsonWriter::Quote(v[i]);
+  return s + "]";
+}
+
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+}  // namespace
+
+NnunetImportOutcome ImportNnunetData(const Config& config) {
+  const DataConfig& d = config.data;
+  const NnunetDataset ds = FindNnunetDataset(d.dataset, d.preprocessed, d.plans, d.configuration);
+  const std::vector<NnunetCaseFiles> cases = ListNnunetCases(ds);
+  NnunetImportOutcome out;
+  out.cases = static_cast<int>(cases.size());
+
+  std::vector<std::string> names, todo_names, todo_stamps;
+  for (const NnunetCaseFiles& c : cases) {
+    names.push_back(c.name);
+    const std::string stamp = CaseStamp(c);
+    if (!UpToDate(d.cache + "/" + c.name, stamp)) {
+      todo_names.push_back(c.name);
+      todo_stamps.push_back(stamp);
+    }
+  }
+  std::error_code ec;
+  bool index_current = false;
+  if (fs::is_regular_file(d.cache + "/cache.json", ec)) {
+    try {
+      const CacheIndex index = ReadCacheIndex(d.cache);
+      index_current = index.cases == names && index.label_values.size() == ds.label_names.size();
+    } catch (const Error&) {
+    }
+  }
+  const bool need_splits = d.fold != "all" && !fs::exists(ds.splits_file(), ec);
+  if (todo_names.empty() && index_current && !need_splits) {
+    LogInfo(Str("nnU-Net: ", cases.size(), " cases of ", ds.name, " (", ds.data_identifier,
+                ") up to date in ", d.cache));
+    return out;
+  }
+
+  fs::create_directories(d.cache, ec);
+  if (ec) {
+    throw UsageError("data.cache = '" + d.cache + "': cannot create it (" + ec.message() +
+                     "); set data.cache to a writable folder");
+  }
+  std::string todo = "[";
+  for (size_t i = 0; i < todo_names.size(); ++i) {
+    todo += std::string(i ? "," : "") + "{\"name\":" + JsonWriter::Quote(todo_names[i]) +
+            ",\"stamp\":" + JsonWriter::Quote(todo_stamps[i]) + "}";
+  }
+  todo += "]";
+  JsonWriter req;
+  req.Field("data_dir", ds.data_dir)
+      .Field("cache", d.cache)
+      .Raw("cases", todo)
+      .Raw("all_cases", Strings(names))
+      .Raw("channel_names", Strings(ds.channel_names))
+      .Raw("label_names", Strings(ds.label_names))
+      .Raw("splits_file", d.fold != "all" ? JsonWriter::Quote(ds.splits_file()) : "null");
+  const std::string request = d.cache + "/import-request.json";
+  const std::string log = d.cache + "/import.log";
+  WriteFileAtomic(request, req.str() + "\n");
+
+  LogInfo(Str("nnU-Net: converting ", todo_names.size(), " of ", cases.size(), " cases of ",
+              ds.name, " (", ds.data_identifier, ") into ", d.cache,
+              " with nnunetv2's reader; later runs reuse them"));
+  const auto start = std::chrono::steady_clock::now();
+  ChildOptions o;
+  o.name = "nnunet_import";
+  o.executable = PythonPath();
+  o.args = {ProjectRoot() + "/scripts/nnunet_import.py", request};
+  o.output_file = log;
+  ExitStatus status;
+  try {
+    ChildProcess child = ChildProcess::Spawn(o);
+    status = child.Wait(ChildProcess::Deadline::max());
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("nnU-Net: cannot run Python for the import (") + e.what() +
+                     "); set UP_PYTHON to a Python with nnunetv2");
+  }
+  if (!status.success()) {
+    throw UsageError("nnU-Net: importing " + ds.name + " failed (" + status.Describe() +
+                     "): " + LastLine(log) + " (log: " + log + ")");
+  }
+  // What was written is checked whole once: stamps, shapes and SHA-256.
+  for (size_t i = 0; i < todo_names.size(); ++i) {
+    const std::string dir = d.cache + "/" + todo_names[i];
+    const CacheCaseMeta m = ReadCaseMeta(dir);
+    std::string why = m.source_stamp == todo_stamps[i] ? VerifyCachedCase(dir, m)
+                                                       : "its stamp is not the one asked for";
+    if (!why.empty())
+      throw UsageError("nnU-Net: the import of case '" + todo_names[i] + "' is not whole: " + why);
+  }
+  fs::remove(request, ec);
+  out.converted = static_cast<int>(todo_names.size());
+  out.wrote_splits = need_splits && fs::exists(ds.splits_file(), ec);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.1f s", seconds);
+  LogInfo(Str("nnU-Net: converted ", out.converted, " cases in ", took,
+              out.wrote_splits ? "; wrote nnU-Net's 5-fold split to " + ds.splits_file() : ""));
+  return out;
+}
+
+}  // namespace up

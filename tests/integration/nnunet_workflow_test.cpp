@@ -1,0 +1,253 @@
+// nnU-Net's own workflow (data.kind: nnunet) on a dataset nnU-Net itself
+// preprocessed (the ctest fixture nnunet_data runs
+// tests/support/make_nnunet_preprocessed.sh: nnUNetv2_plan_and_preprocess on
+// 6 anisotropic CT-like cases):
+//   - with augmentation off, 5 steps of this project's trainer, single-process
+//     and pipeline, equal 5 steps of nnUNetTrainer itself (nnunetv2 on the
+//     CPU, tests/support/nnunet_trainer_parity.py) from the same weights on
+//     the same batches: every loss and every weight, poly LR across epochs;
+//   - the cases convert once (a second run converts none, a touched case
+//     alone again), nnU-Net's split is written and its fold held out, and the
+//     fold is filed where nnUNetv2_predict finds it and segments a case;
+//   - a missing dataset, plans or configuration, or a fold outside 0..4, is
+//     one line naming the path and what to run, exit 2.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/command.h"
+
+namespace up::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kDataset = "Dataset001_Sample";
+
+// The fixture's data (made here when the test runs outside ctest), copied
+// into `dir` so each test converts and writes on its own.
+std::string PreprocessedCopy(const TempDir& dir, std::string* why) {
+  const std::string python = SourcePath(".venv/bin/python");
+  if (access(python.c_str(), X_OK) != 0 ||
+      RunCommand({python, "-c", "import nnunetv2"}, 120).exit_code != 0) {
+    *why = "nnunetv2 does not import in " + python + " (scripts/install-deps.sh installs it)";
+    return "";
+  }
+  const std::string shared = std::string(UP_BIN_DIR) + "/../test-data/nnunet";
+  if (!fs::exists(shared + "/ready")) {
+    const CommandResult made =
+        RunCommand({SourcePath("tests/support/make_nnunet_preprocessed.sh"), shared}, 600);
+    if (made.exit_code != 0) {
+      *why = "making the preprocessed dataset failed: " + made.output;
+      return "";
+    }
+  }
+  fs::copy(shared + "/preprocessed", dir / "pre", fs::copy_options::recursive);
+  fs::copy(shared + "/raw", dir / "raw", fs::copy_options::recursive);
+  return dir / "pre";
+}
+
+std::vector<std::string> Set(const TempDir& dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> set{"data.kind=nnunet", "data.dataset=1",
+                               "data.preprocessed=" + (dir / "pre"),
+                               "data.results=" + (dir / "res"), "train.threads=1"};
+  set.insert(set.end(), extra.begin(), extra.end());
+  return set;
+}
+
+CommandResult UpWith(const std::string& command, std::vector<std::string> args,
+                     const std::vector<std::string>& set, double timeout_s = 300) {
+  std::vector<std::string> argv{command, "--config", SourcePath("tests/data/nnunet/empty.yaml")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  for (const std::string& s : set) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  return Up(argv, timeout_s);
+}
+
+std::string Losses(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl");
+  std::string line, out;
+  while (std::getline(in, line)) out += (out.empty() ? "" : ",") + JsonField(line, "loss");
+  return out;
+}
+
+TEST(NnunetWorkflow, FiveStepsEqualNnunetTrainerItselfInBothTrainers) {
+  TempDir dir;
+  std::string why;
+  const std::string pre = PreprocessedCopy(dir, &why);
+  if (pre.empty()) GTEST_SKIP() << why;
+  // Epochs of 2 steps: the poly schedule lowers the rate twice in 5 steps.
+  const std::vector<std::string> set =
+      Set(dir, {"train.steps=5", "train.steps_per_epoch=2", "data.augment=[]"});
+  const CommandResult single = UpWith("train", {"--single-process", "--out", dir / "single"}, set);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const CommandResult pipe = UpWith("train", {"--out", dir / "pipe"}, set);
+  ASSERT_EQ(pipe.exit_code, 0) << pipe.output;
+  EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "pipe"));
+  ASSERT_EQ(UpWith("batches", {"--out", dir / "batches.pt"}, set).exit_code, 0);
+  ASSERT_EQ(Up({"export", "--checkpoint", dir / "single", "--initial", "--out", dir / "init.pt"})
+                .exit_code,
+            0);
+  for (const char* run : {"single", "pipe"}) {
+    ASSERT_EQ(Up({"export", "--checkpoint", dir / run, "--out", dir / (std::string(run) + ".pt")})
+                  .exit_code,
+              0);
+    const CommandResult parity = RunCommand({SourcePath(".venv/bin/python"),
+                                             SourcePath("tests/support/nnunet_trainer_parity.py"),
+                                             "--preprocessed",
+                                             pre,
+                                             "--dataset",
+                                             kDataset,
+                                             "--configuration",
+                                             "3d_fullres",
+                                             "--fold",
+                                             "0",
+                                             "--init",
+                                             dir / "init.pt",
+                                             "--batches",
+                                             dir / "batches.pt",
+                                             "--steps",
+                                             "5",
+                                             "--steps-per-epoch",
+                                             "2",
+                                             "--ours",
+                                             dir / (std::string(run) + ".pt"),
+                                             "--our-losses",
+                                             Losses(dir / run),
+                                             "--tolerance",
+                                             "1e-5"},
+                                            600);
+    EXPECT_EQ(parity.exit_code, 0) << run << ":\n" << parity.output;
+    EXPECT_NE(parity.output.find("step 5: nnUNetTrainer loss"), std::string::npos) << parity.output;
+  }
+}
+
+TEST(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
+  TempDir dir;
+  std::string why;
+  const std::string pre = PreprocessedCopy(dir, &why);
+  if (pre.empty()) GTEST_SKIP() << why;
+  const std::string splits = pre + "/" + kDataset + "/splits_final.json";
+  ASSERT_FALSE(fs::exists(splits));
+  // nnU-Net's environment variables find the dataset and the results.
+  std::vector<std::string> argv{"/usr/bin/env",
+                                "nnUNet_preprocessed=" + pre,
+                                "nnUNet_results=" + (dir / "res"),
+                                BinPath("unet-pipeline"),
+                                "train",
+                                "--config",
+                                SourcePath("tests/data/nnunet/empty.yaml"),
+                                "--out",
+                                dir / "run",
+                                "--set",
+                                "data.kind=nnunet",
+                                "--set",
+                                "data.dataset=Dataset001_Sample",
+                                "--set",
+                                "train.epochs=1",
+                                "--set",
+                                "train.steps_per_epoch=2",
+                                "--set",
+                                "train.threads=1"};
+  const CommandResult first = RunCommand(argv, 600);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("converting 6 of 6 cases"), std::string::npos) << first.output;
+  ASSERT_TRUE(fs::exists(splits));  // nnU-Net's own 5-fold split
+  // Fold 0 of 6 cases holds out 2, which validation scores.
+  EXPECT_NE(first.output.find("4 samples for training, 2 for validation"), std::string::npos)
+      << first.output;
+  const std::string config = Slurp(dir / "run/config.yaml");
+  EXPECT_NE(config.find("nesterov: true"), std::string::npos) << config;
+  EXPECT_NE(config.find("lr_schedule: \"poly\""), std::string::npos) << config;
+
+  const fs::path fold = fs::path(dir / "res") / kDataset /
+                        "nnUNetTrainerUnetPipeline__nnUNetPlans__3d_fullres" / "fold_0";
+  for (const char* f : {"checkpoint_final.pth", "checkpoint_best.pth", "unet_pipeline.json",
+                        "training_log_unet_pipeline.txt", "../plans.json", "../dataset.json",
+                        "../dataset_fingerprint.json"})
+    EXPECT_TRUE(fs::exists(fold / f)) << (fold / f);
+
+  // Up to date: a second command converts nothing; a touched case alone again.
+  const CommandResult again =
+      UpWith("batches", {"--out", dir / "b.pt", "--steps", "1"}, Set(dir, {"train.steps=1"}));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("6 cases of Dataset001_Sample (nnUNetPlans_3d_fullres) up to date"),
+            std::string::npos)
+      << again.output;
+  const std::string pkl = pre + "/" + kDataset + "/nnUNetPlans_3d_fullres/case_002.pkl";
+  fs::last_write_time(pkl, fs::last_write_time(pkl) + std::chrono::seconds(5));
+  const CommandResult touched =
+      UpWith("batches", {"--out", dir / "b.pt", "--steps", "1"}, Set(dir, {"train.steps=1"}));
+  ASSERT_EQ(touched.exit_code, 0) << touched.output;
+  EXPECT_NE(touched.output.find("converting 1 of 6 cases"), std::string::npos) << touched.output;
+
+  // nnU-Net's predictor loads the fold as filed and segments a raw case.
+  fs::create_directories(dir / "in");
+  fs::copy_file(dir / "raw/Dataset001_Sample/imagesTr/case_003_0000.nii.gz",
+                dir / "in/case_003_0000.nii.gz");
+  const CommandResult predicted = RunCommand({"/usr/bin/env",
+                                              "nnUNet_results=" + (dir / "res"),
+                                              "nnUNet_preprocessed=" + pre,
+                                              "nnUNet_raw=" + (dir / "raw"),
+                                              SourcePath(".venv/bin/nnUNetv2_predict"),
+                                              "-i",
+                                              dir / "in",
+                                              "-o",
+                                              dir / "out",
+                                              "-d",
+                                              "1",
+                                              "-c",
+                                              "3d_fullres",
+                                              "-f",
+                                              "0",
+                                              "-tr",
+                                              "nnUNetTrainerUnetPipeline",
+                                              "-device",
+                                              "cpu",
+                                              "--disable_tta",
+                                              "--disable_progress_bar"},
+                                             600);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  EXPECT_TRUE(fs::exists(dir / "out/case_003.nii.gz")) << predicted.output;
+}
+
+TEST(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
+  TempDir dir;
+  std::string why;
+  const std::string pre = PreprocessedCopy(dir, &why);
+  if (pre.empty()) GTEST_SKIP() << why;
+  const struct {
+    std::vector<std::string> set;
+    std::string says;
+  } cases[] = {
+      {{"data.dataset=7"}, "nnUNetv2_plan_and_preprocess -d 7"},
+      {{"data.plans=nnUNetResEncUNetLPlans"}, "nnUNetResEncUNetLPlans.json"},
+      {{"data.configuration=3d_lowres"}, "3d_lowres: not in"},
+      {{"data.fold=7"}, "data.fold = 7: expected a fold 0..4"},
+      {{"data.path=/tmp"}, "drop data.path"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> set = Set(dir);
+    set.insert(set.end(), c.set.begin(), c.set.end());
+    const CommandResult r = UpWith("train", {"--out", dir / "run"}, set);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    const std::vector<std::string> errors = ErrorLines(r.output);
+    ASSERT_EQ(errors.size(), 1u) << r.output;
+    EXPECT_NE(errors[0].find(c.says), std::string::npos) << errors[0];
+    EXPECT_FALSE(fs::exists(dir / "run")) << "a refused config left a run folder";
+  }
+  // The configuration planned but never preprocessed: its folder is missing.
+  fs::remove_all(pre + "/" + kDataset + "/nnUNetPlans_3d_fullres");
+  const CommandResult r = UpWith("train", {"--out", dir / "run"}, Set(dir));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  ASSERT_EQ(ErrorLines(r.output).size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("nnUNetv2_plan_and_preprocess -d 1 -c 3d_fullres"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace up::test
