@@ -36,6 +36,18 @@ log "unet-pipeline train: fold 0, $EPOCHS epoch(s) of 250 steps, nnUNetTrainer's
   --set checkpoint.every=0 --set train.threads=2
 ours_s=$(($(date +%s) - start))
 
+# nnU-Net's commands import every trainer variant, and two network modules
+# of dynamic_network_architectures (Primus, Eva) import timm, which .venv
+# leaves out (its torchvision would replace the pinned torch). Neither is
+# used here: a stand-in whose names are placeholders lets the imports pass.
+SHIMS="$WORK/shims"
+mkdir -p "$SHIMS/timm/layers" "$SHIMS/timm/models"
+stub='def __getattr__(name):  # any name: a placeholder, never called here
+    return type(name, (), {})'
+echo "" >"$SHIMS/timm/__init__.py"
+for f in layers/__init__.py models/__init__.py models/eva.py; do echo "$stub" >"$SHIMS/timm/$f"; done
+export PYTHONPATH="$SHIMS${PYTHONPATH:+:$PYTHONPATH}"
+
 start=$(date +%s)
 log "nnUNetv2_train 1 3d_fullres 0 -tr $TRAINER -device cpu"
 "$VENV/nnUNetv2_train" 1 3d_fullres 0 -tr "$TRAINER" -device cpu >"$WORK/nnunet-train.log" 2>&1
