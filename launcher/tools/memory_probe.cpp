@@ -157,15 +157,27 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
   double full = 1;
   for (int s : config.data.size) full *= s;
   ProbeFolder folder;
+  // nnU-Net's data resolves the model (its plans, channels, labels): probe
+  // the resolved config, whose dump holds the architecture, on synthetic data.
+  std::string probe_config = config_path;
+  std::vector<std::string> base = overrides;
+  if (config.data.kind == "nnunet") {
+    Config resolved = config;
+    resolved.data.kind = "synthetic";
+    resolved.data.augment.clear();
+    probe_config = folder.path() + "/config.yaml";
+    WriteFileAtomic(probe_config, DumpConfig(resolved));
+    base.clear();
+  }
   std::vector<ProbedBytes> out;
   int n = 0;
   for (const ProbeWay& way : ways) {
     Point points[2];
     for (int i = 0; i < 2; ++i) {
       const std::string run = folder.path() + "/run" + std::to_string(++n);
-      std::vector<std::string> args{"train", "--config", config_path, "--out", run, "-q"};
+      std::vector<std::string> args{"train", "--config", probe_config, "--out", run, "-q"};
       if (way.single_process) args.push_back("--single-process");
-      std::vector<std::string> sets = overrides;
+      std::vector<std::string> sets = base;
       sets.insert(sets.end(), on_cpu.begin(), on_cpu.end());
       sets.insert(sets.end(), way.sets.begin(), way.sets.end());
       sets.insert(sets.end(), {"train.steps=2", "train.warmup_steps=0", "checkpoint.every=0",

@@ -215,6 +215,19 @@ TEST(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
   EXPECT_TRUE(fs::exists(dir / "out/case_003.nii.gz")) << predicted.output;
 }
 
+TEST(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
+  TempDir dir;
+  std::string why;
+  const std::string pre = PreprocessedCopy(dir, &why);
+  if (pre.empty()) GTEST_SKIP() << why;
+  // The probes train the plans' network on synthetic data of its patch.
+  const CommandResult r =
+      UpWith("plan", {"--gpu-mem", "16GiB", "--probe-voxels", "4000"}, Set(dir), 600);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(": 3-D, "), std::string::npos) << r.output;  // the plans' network
+  EXPECT_NE(r.output.find("recommended: "), std::string::npos) << r.output;
+}
+
 TEST(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
   TempDir dir;
   std::string why;
