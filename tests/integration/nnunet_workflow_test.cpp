@@ -49,6 +49,19 @@ std::string PreprocessedCopy(const TempDir& dir, std::string* why) {
   return dir / "pre";
 }
 
+// Each test on its own copy of the preprocessed dataset (skipped, with the
+// reason, where nnunetv2 is missing).
+class NnunetWorkflow : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    pre = PreprocessedCopy(dir, &why);
+    if (pre.empty()) GTEST_SKIP() << why;
+  }
+  TempDir dir;
+  std::string pre;  // dir/pre: nnUNet_preprocessed
+};
+
 std::vector<std::string> Set(const TempDir& dir, std::vector<std::string> extra = {}) {
   std::vector<std::string> set{"data.kind=nnunet", "data.dataset=1",
                                "data.preprocessed=" + (dir / "pre"),
@@ -75,11 +88,7 @@ std::string Losses(const std::string& run) {
   return out;
 }
 
-TEST(NnunetWorkflow, FiveStepsEqualNnunetTrainerItselfInBothTrainers) {
-  TempDir dir;
-  std::string why;
-  const std::string pre = PreprocessedCopy(dir, &why);
-  if (pre.empty()) GTEST_SKIP() << why;
+TEST_F(NnunetWorkflow, FiveStepsEqualNnunetTrainerItselfInBothTrainers) {
   // Epochs of 2 steps: the poly schedule lowers the rate twice in 5 steps.
   const std::vector<std::string> set =
       Set(dir, {"train.steps=5", "train.steps_per_epoch=2", "data.augment=[]"});
@@ -126,11 +135,7 @@ TEST(NnunetWorkflow, FiveStepsEqualNnunetTrainerItselfInBothTrainers) {
   }
 }
 
-TEST(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
-  TempDir dir;
-  std::string why;
-  const std::string pre = PreprocessedCopy(dir, &why);
-  if (pre.empty()) GTEST_SKIP() << why;
+TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
   const std::string splits = pre + "/" + kDataset + "/splits_final.json";
   ASSERT_FALSE(fs::exists(splits));
   // nnU-Net's environment variables find the dataset and the results.
@@ -215,11 +220,7 @@ TEST(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
   EXPECT_TRUE(fs::exists(dir / "out/case_003.nii.gz")) << predicted.output;
 }
 
-TEST(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
-  TempDir dir;
-  std::string why;
-  const std::string pre = PreprocessedCopy(dir, &why);
-  if (pre.empty()) GTEST_SKIP() << why;
+TEST_F(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
   // The probes train the plans' network on synthetic data of its patch.
   const CommandResult r =
       UpWith("plan", {"--gpu-mem", "16GiB", "--probe-voxels", "4000"}, Set(dir), 600);
@@ -228,11 +229,7 @@ TEST(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
   EXPECT_NE(r.output.find("recommended: "), std::string::npos) << r.output;
 }
 
-TEST(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
-  TempDir dir;
-  std::string why;
-  const std::string pre = PreprocessedCopy(dir, &why);
-  if (pre.empty()) GTEST_SKIP() << why;
+TEST_F(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
   const struct {
     std::vector<std::string> set;
     std::string says;
