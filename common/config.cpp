@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -920,14 +921,15 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 // model.plans (and model.kind nnunet), its channels and labels the defaults
 // of model.in_channels and model.num_classes. Names resolve to paths here, so
 // the dump (which every stage loads) holds the paths.
-void ReadNnunetData(const Reader& r, Config* c) {
+// Returns the dataset (nullopt for other kinds) for CheckNnunetModel.
+std::optional<NnunetDataset> ReadNnunetData(const Reader& r, Config* c) {
   DataConfig* d = &c->data;
   r.Enum("data.kind", &d->kind, kDataKinds);
   if (d->kind != "nnunet") {
     for (const auto& key : kNnunetDataOnly)
       if (r.Has(key))
         r.FailAt(key, "", "applies only to data.kind = nnunet (data.kind is " + d->kind + ")");
-    return;
+    return std::nullopt;
   }
   if (r.Has("data.path")) {
     r.FailAt("data.path", "",
@@ -974,13 +976,13 @@ void ReadNnunetData(const Reader& r, Config* c) {
   if (!r.Has("model.configuration")) m->configuration = d->configuration;
   m->in_channels = static_cast<int>(ds.channel_names.size());
   m->num_classes = static_cast<int>(ds.label_names.size());
+  return ds;
 }
 
 // After the model: what it takes and predicts is what the dataset holds.
-void CheckNnunetModel(const Reader& r, const Config& c) {
-  if (c.data.kind != "nnunet") return;
-  const NnunetDataset ds =
-      FindNnunetDataset(c.data.dataset, c.data.preprocessed, c.data.plans, c.data.configuration);
+void CheckNnunetModel(const Reader& r, const Config& c, const std::optional<NnunetDataset>& found) {
+  if (!found) return;
+  const NnunetDataset& ds = *found;
   const int channels = static_cast<int>(ds.channel_names.size());
   const int classes = static_cast<int>(ds.label_names.size());
   if (c.model.in_channels != channels)
@@ -1327,9 +1329,9 @@ Config Resolve(const YAML::Node* root, const std::string& origin, const std::str
 
   Reader reader(std::move(given));
   Config c;
-  ReadNnunetData(reader, &c);
+  const std::optional<NnunetDataset> nnunet_data = ReadNnunetData(reader, &c);
   ReadModel(reader, &c);
-  CheckNnunetModel(reader, c);
+  CheckNnunetModel(reader, c, nnunet_data);
   ReadData(reader, c.model.dims, &c.data);
   ReadTrain(reader, c.data.kind, c.model.kind, &c.train);
   ReadCheckpoint(reader, &c.checkpoint);

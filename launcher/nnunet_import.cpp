@@ -1,8 +1,6 @@
 // See nnunet_import.h.
 #include "launcher/nnunet_import.h"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,25 +14,12 @@
 #include "common/logging.h"
 #include "common/nnunet_layout.h"
 #include "common/npy_io.h"
-#include "common/sha256.h"
 #include "launcher/child_process.h"
 
 namespace up {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Changes when any of the case's files does (or this import's format does).
-std::string CaseStamp(const NnunetCaseFiles& c) {
-  std::string text = "nnunet-import 1\n";
-  for (const std::string& f : c.files) {
-    struct stat st {};
-    if (::stat(f.c_str(), &st) != 0) throw UsageError("nnU-Net: cannot stat '" + f + "'");
-    text += f + "\n" + std::to_string(st.st_size) + "\n" + std::to_string(st.st_mtim.tv_sec) + "." +
-            std::to_string(st.st_mtim.tv_nsec) + "\n";
-  }
-  return Sha256Hex(text);
-}
 
 // Whether CACHE/<case> holds the case as stamped: its case.json carries the
 // stamp and both arrays have the shapes it gives (headers only: the SHA-256
@@ -90,7 +75,7 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
   std::vector<std::string> names, todo_names, todo_stamps;
   for (const NnunetCaseFiles& c : cases) {
     names.push_back(c.name);
-    const std::string stamp = CaseStamp(c);
+    const std::string stamp = FilesStamp("nnunet-import 1", c.files);
     if (!UpToDate(d.cache + "/" + c.name, stamp)) {
       todo_names.push_back(c.name);
       todo_stamps.push_back(stamp);

@@ -51,21 +51,11 @@ std::array<double, N> Reals(const YAML::Node& n) {
   return v;
 }
 
-// What changes when any input does (or the preprocessing does): every
-// file's path, size and modification time.
+// What changes when any input does (or the preprocessing does).
 std::string SourceStamp(const RawCase& c) {
-  Sha256 h;
-  std::string text = std::string(kFormat) + " " + std::to_string(kVersion) + "\n";
   std::vector<std::string> files = c.images;
   files.push_back(c.labels);
-  for (const std::string& f : files) {
-    struct stat st {};
-    if (::stat(f.c_str(), &st) != 0) throw UsageError("cannot stat input file '" + f + "'");
-    text += f + "\n" + std::to_string(st.st_size) + "\n" + std::to_string(st.st_mtim.tv_sec) + "." +
-            std::to_string(st.st_mtim.tv_nsec) + "\n";
-  }
-  h.Update(text.data(), text.size());
-  return ToHex(h.Finish());
+  return FilesStamp(std::string(kFormat) + " " + std::to_string(kVersion), files);
 }
 
 std::string FileSha256(const std::string& path) { return Sha256Hex(ReadFile(path)); }
@@ -121,6 +111,17 @@ std::vector<std::vector<int64_t>> ClassLocations(const torch::Tensor& labels, in
 }
 
 }  // namespace
+
+std::string FilesStamp(const std::string& header, const std::vector<std::string>& files) {
+  std::string text = header + "\n";
+  for (const std::string& f : files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) throw UsageError("cannot stat input file '" + f + "'");
+    text += f + "\n" + std::to_string(st.st_size) + "\n" + std::to_string(st.st_mtim.tv_sec) + "." +
+            std::to_string(st.st_mtim.tv_nsec) + "\n";
+  }
+  return Sha256Hex(text);
+}
 
 void NonzeroBox(const torch::Tensor& image, std::vector<int64_t>* begin,
                 std::vector<int64_t>* size) {

@@ -55,6 +55,11 @@ enum class CacheOutcome { kWritten, kUpToDate, kRebuilt };
 CacheOutcome PreprocessCase(const RawDataset& dataset, const RawCase& c, const std::string& cache,
                             std::string* why);
 
+// A cache entry's source stamp: hex SHA-256 over `header` and each file's
+// path, size and modification time, so it changes when any of them does.
+// UsageError naming a file that cannot be stat'ed.
+std::string FilesStamp(const std::string& header, const std::vector<std::string>& files);
+
 // CACHE/cache.json for `dataset` (atomically).
 void WriteCacheIndex(const RawDataset& dataset, const std::string& cache);
 

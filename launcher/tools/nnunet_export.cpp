@@ -157,12 +157,12 @@ std::string WriteNnunetResults(const std::string& run_dir, const Config& config)
   fs::remove_all(staging, ec);
   fs::create_directories(staging);
   struct Cleanup {
-    std::vector<fs::path> paths;
+    fs::path path;
     ~Cleanup() {
       std::error_code e;
-      for (const auto& p : paths) fs::remove_all(p, e);
+      fs::remove_all(path, e);
     }
-  } cleanup{{staging, old}};
+  } cleanup{staging};
   SavePickledValue((staging / "checkpoint_final.pth").string(),
                    NnunetCheckpoint(final_model, ds.configuration, d.fold));
   if (has_best) {
@@ -183,9 +183,12 @@ std::string WriteNnunetResults(const std::string& run_dir, const Config& config)
                                                   : "the final checkpoint (no validation)")
                           .str() +
                       "\n");
+  // The previous fold is removed only once the new one is in place; a
+  // failure in between leaves it as fold_N.old.
   fs::remove_all(old, ec);
   if (fs::exists(fold, ec)) fs::rename(fold, old);
   fs::rename(staging, fold);
+  fs::remove_all(old, ec);
   return fold.string();
 }
 
