@@ -3,8 +3,10 @@
 #include "bench/bench_cli.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cxxopts.hpp>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -114,7 +116,9 @@ int Stages(int argc, char** argv) {
                            "2, 3 and 4 stages under each schedule: step time, bubble, peak.");
   options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
       "stages", "stage counts (default 2,3,4)", cxxopts::value<std::string>())(
-      "steps", "steps per run (default 6)", cxxopts::value<int64_t>())(
+      "layouts", "instead of --stages: each half's parts per run, e.g. 1+1,1+2,2+2",
+      cxxopts::value<std::string>())("steps", "steps per run (default 6)",
+                                     cxxopts::value<int64_t>())(
       "warmup", "leading steps of each run left out (default 2)", cxxopts::value<int64_t>())(
       "set", "override a config key in every run (repeatable)",
       cxxopts::value<std::vector<std::string>>());
@@ -124,6 +128,18 @@ int Stages(int argc, char** argv) {
   o.config = Get<std::string>(*args, "config", "");
   if (o.config.empty()) throw UsageError("bench stages needs --config FILE");
   if (args->count("stages")) o.stages = NumberList((*args)["stages"].as<std::string>(), "--stages");
+  if (args->count("layouts")) {
+    const std::string text = (*args)["layouts"].as<std::string>();
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+      int e = 0, d = 0;
+      char plus = 0, rest = 0;
+      if (std::sscanf(item.c_str(), "%d%c%d%c", &e, &plus, &d, &rest) != 3 || plus != '+')
+        throw UsageError("bench stages: --layouts " + text + ": \"" + item +
+                         "\" is not ENCODER_PARTS+DECODER_PARTS (e.g. 1+2)");
+      o.layouts.emplace_back(e, d);
+    }
+  }
   o.steps = Get<int64_t>(*args, "steps", o.steps);
   o.warmup = Get<int64_t>(*args, "warmup", o.warmup);
   o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));

@@ -1,6 +1,7 @@
 // See bench_stages.h. Progress goes to stderr, one line per run.
 #include "bench/bench_stages.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -24,12 +25,20 @@ StagesReport RunStagesBench(const StagesOptions& o) {
   report.options = o;
   TempFolder tmp;
   int run = 0;
-  for (int s : o.stages) {
-    if (s < 2 || s > 4) {
-      throw UsageError("bench stages: --stages " + std::to_string(s) +
-                       ": 2 (one part per half), 3 (two encoder parts) or 4 (two parts each)");
+  std::vector<std::pair<int, int>> layouts = o.layouts;
+  if (layouts.empty()) {
+    for (int s : o.stages) {
+      if (s < 2 || s > 4) {
+        throw UsageError("bench stages: --stages " + std::to_string(s) +
+                         ": 2 (one part per half), 3 (two encoder parts) or 4 (two parts each)");
+      }
+      layouts.emplace_back(s >= 3 ? 2 : 1, s >= 4 ? 2 : 1);
     }
-    const int encoder_parts = s >= 3 ? 2 : 1, decoder_parts = s >= 4 ? 2 : 1;
+  }
+  for (const auto& [encoder_parts, decoder_parts] : layouts) {
+    if (encoder_parts < 1 || decoder_parts < 1)
+      throw UsageError("bench stages: --layouts: each half has at least one part");
+    const int s = encoder_parts + decoder_parts;
     double sequential_ms = 0;
     for (const char* schedule : {"sequential", "gpipe", "1f1b"}) {
       std::vector<std::string> sets = o.sets;
@@ -60,6 +69,14 @@ StagesReport RunStagesBench(const StagesOptions& o) {
       }
       row.bubble = b.stages.empty() ? 0 : idle / static_cast<double>(b.stages.size());
       const int m = config.train.micro_batches;
+      double slowest = 0, all = 0;
+      for (const StageCompute& c : b.stages) {
+        slowest = std::max(slowest, c.compute_ms);
+        all += c.compute_ms;
+      }
+      row.slowest_limit_ms = std::string(schedule) == "sequential"
+                                 ? all
+                                 : slowest * static_cast<double>(m + s - 1) / m;
       row.bubble_theory = std::string(schedule) == "sequential"
                               ? static_cast<double>(s - 1) / s
                               : static_cast<double>(s - 1) / (m + s - 1);
@@ -93,6 +110,7 @@ std::string StagesJson(const StagesReport& r) {
                                  .Field("speedup_vs_sequential", row.speedup)
                                  .Field("bubble", row.bubble)
                                  .Field("bubble_theory", row.bubble_theory)
+                                 .Field("slowest_limit_ms", row.slowest_limit_ms)
                                  .Raw("stage_compute_ms", compute.str())
                                  .Field("first_peak_tensor_bytes", row.first_peak_tensor_bytes)
                                  .Field("first_in_flight", row.first_in_flight)
@@ -120,14 +138,18 @@ std::string StagesTable(const StagesReport& r) {
                 static_cast<long long>(r.options.warmup + 1),
                 static_cast<long long>(r.options.steps));
   out += line;
-  std::snprintf(line, sizeof line, "%-7s %-11s %9s %8s %8s %8s %14s %9s\n", "stages", "schedule",
-                "ms/step", "speedup", "bubble", "theory", "first peak", "in flight");
+  std::snprintf(line, sizeof line, "%-7s %-6s %-11s %9s %8s %8s %8s %14s %14s %9s\n", "stages",
+                "parts", "schedule", "ms/step", "speedup", "bubble", "theory", "slowest limit",
+                "first peak", "in flight");
   out += line;
   for (const StagesRow& row : r.rows) {
-    std::snprintf(line, sizeof line, "%-7d %-11s %9.1f %7.2fx %8.2f %8.2f %14s %9d\n", row.stages,
-                  row.schedule.c_str(), row.step_ms, row.speedup, row.bubble, row.bubble_theory,
-                  BytesText(static_cast<uint64_t>(row.first_peak_tensor_bytes)).c_str(),
-                  row.first_in_flight);
+    const std::string parts =
+        std::to_string(row.encoder_parts) + "+" + std::to_string(row.decoder_parts);
+    std::snprintf(
+        line, sizeof line, "%-7d %-6s %-11s %9.1f %7.2fx %8.2f %8.2f %11.1f ms %14s %9d\n",
+        row.stages, parts.c_str(), row.schedule.c_str(), row.step_ms, row.speedup, row.bubble,
+        row.bubble_theory, row.slowest_limit_ms,
+        BytesText(static_cast<uint64_t>(row.first_peak_tensor_bytes)).c_str(), row.first_in_flight);
     out += line;
   }
   return out;

@@ -8,6 +8,7 @@
 //                  spans less the ring waits inside them), next to the
 //                  theory for equal stages: (S-1)/(M+S-1) for gpipe and 1f1b,
 //                  (S-1)/S for sequential, where one stage works at a time
+//   slowest limit  the step the slowest stage allows (StagesRow)
 //   first_peak     the first stage's peak tensor bytes: what it keeps for the
 //                  micro-batches in flight (1f1b bounds them at S, gpipe keeps
 //                  all M), and the schedule's in-flight count from the chain
@@ -24,6 +25,9 @@ namespace up::bench {
 struct StagesOptions {
   std::string config;
   std::vector<int> stages{2, 3, 4};
+  // Instead of `stages`, the parts of each half per run: {encoder, decoder}
+  // ("1+2,2+2" on the command line), e.g. to cut the slower half.
+  std::vector<std::pair<int, int>> layouts;
   int64_t steps = 6;
   int64_t warmup = 2;
   std::vector<std::string> sets;  // "key=value" overrides for every run
@@ -38,6 +42,11 @@ struct StagesRow {
   double bubble = 0;   // measured, mean over the stages
   double bubble_theory = 0;
   std::vector<std::pair<std::string, double>> stage_compute_ms;  // per step
+  // What the slowest stage allows: its compute per step times (M+S-1)/M for
+  // gpipe and 1f1b (the fill and drain at its pace), every stage's compute
+  // summed for sequential. Equal stages make it the bubble-limited time;
+  // unequal ones (a fixed split, or cuts by memory) raise it.
+  double slowest_limit_ms = 0;
   int64_t first_peak_tensor_bytes = 0;
   int first_in_flight = 0;  // micro-batches the first stage holds at most
 };

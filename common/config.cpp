@@ -114,6 +114,7 @@ const std::vector<std::string>& LeafKeys() {
       "pipeline.encoder_parts",
       "pipeline.decoder_parts",
       "pipeline.replicas",
+      "pipeline.balance",
       "pipeline.cuts.encoder",
       "pipeline.cuts.decoder",
       "pipeline.placement",
@@ -1130,6 +1131,7 @@ void ReadPipeline(const Reader& r, PipelineConfig* p) {
   r.Int("pipeline.encoder_parts", &p->encoder_parts, {1, 64});
   r.Int("pipeline.decoder_parts", &p->decoder_parts, {1, 64});
   r.Int("pipeline.replicas", &p->replicas, {1, 64});
+  r.Enum("pipeline.balance", &p->balance, {"memory", "time"});
   r.IntSeq("pipeline.cuts.encoder", &p->encoder_cuts, 0, 63, 1);
   r.IntSeq("pipeline.cuts.decoder", &p->decoder_cuts, 0, 63, 1);
   r.Enum("pipeline.placement", &p->placement, {"listed", "mirrored"});
@@ -1535,6 +1537,7 @@ std::string DumpConfig(const Config& c) {
   if (p.encoder_parts > 1) line(2, "encoder_parts", num(p.encoder_parts));
   if (p.decoder_parts > 1) line(2, "decoder_parts", num(p.decoder_parts));
   if (p.replicas > 1) line(2, "replicas", num(p.replicas));
+  if (p.balance != "memory") line(2, "balance", Quote(p.balance));
   if (!p.encoder_cuts.empty() || !p.decoder_cuts.empty()) {
     line(2, "cuts", "");
     if (!p.encoder_cuts.empty()) line(4, "encoder", IntList(p.encoder_cuts));

@@ -153,6 +153,10 @@ struct PipelineConfig {
   // then resolved to the cuts' count + 1 (1 without cuts).
   int encoder_parts = 0;
   int decoder_parts = 0;
+  // What the cuts not given balance: each part's estimated peak memory
+  // (memory), or its forward and backward time measured on the stage's
+  // device at the start of the run (time: launcher/time_balance.h).
+  std::string balance = "memory";
   std::vector<int> encoder_cuts;
   std::vector<int> decoder_cuts;
   // listed: pipeline.devices / pipeline.nodes name every stage in pipeline

@@ -82,4 +82,12 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string LastLineOf(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
 }  // namespace up

@@ -14,6 +14,10 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes);
 // Reads a whole file; throws UsageError when it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// The last non-empty line of the file at `path` (a child process's output,
+// whose last line says why it failed); "" when there is none or no file.
+std::string LastLineOf(const std::string& path);
+
 // fsync() of a file or directory (directories make renames durable).
 void FsyncPath(const std::string& path);
 

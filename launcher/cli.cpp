@@ -14,6 +14,7 @@
 #include "common/data/dataset.h"
 #include "common/data/validation_split.h"
 #include "common/errors.h"
+#include "common/fs_util.h"
 #include "common/logging.h"
 #include "common/model/bundle_unet.h"
 #include "common/model/checkpoint.h"
@@ -28,6 +29,7 @@
 #include "launcher/pipeline.h"
 #include "launcher/single_process.h"
 #include "launcher/stop_signal.h"
+#include "launcher/time_balance.h"
 #include "launcher/tools/batches_command.h"
 #include "launcher/tools/check.h"
 #include "launcher/tools/export_command.h"
@@ -207,6 +209,7 @@ int Train(int argc, char** argv) {
   std::optional<RunDir> run;
   std::string device_note;   // how `auto` was resolved, the log's first line
   bool made_folder = false;  // the run folder is this run's own (not --resume, not a user's)
+  std::optional<LevelTimes> level_times;  // pipeline.balance: time
   const bool single_process = args.count("single-process") > 0;
   if (args.count("resume")) {
     if (args.count("config") || args.count("out")) {
@@ -235,16 +238,24 @@ int Train(int argc, char** argv) {
     CheckDevices(config, single_process, 0,
                  nodes.nnodes);  // before the run folder: a missing GPU leaves none
     CheckData(config);
+    // pipeline.balance: time: the cuts the config leaves open, from the
+    // levels timed on the stages' devices, before the run's config is written.
+    if (!single_process) level_times = BalanceByTime(&config);
     const std::string out = args.count("out") ? args["out"].as<std::string>() : DefaultOut(path);
     std::error_code ec;
     made_folder = !fs::exists(out, ec);
     run.emplace(RunDir::Create(out, config));
     KeepNnunetPlans(run->path(), config);  // for `export --format nnunet`
+    if (level_times) {
+      WriteFileAtomic((fs::path(run->path()) / "level_times.json").string(),
+                      LevelTimesFile(*level_times, config));
+    }
   }
   torch::set_num_threads(config.train.threads);
   AddLogFile((fs::path(run->path()) / "launcher.log").string());
   if (!device_note.empty()) LogInfo(device_note);
   LogInfo(Str("run folder ", run->path()));
+  if (level_times) LogInfo(DescribeTimeBalance(*level_times, config));
 
   DebugOutputs debug;
   if (args.count("record")) debug.record_dir = args["record"].as<std::string>();

@@ -55,14 +55,6 @@ std::string Strings(const std::vector<std::string>& v) {
   return s + "]";
 }
 
-std::string LastLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
 }  // namespace
 
 NnunetImportOutcome ImportNnunetData(const Config& config) {
@@ -139,7 +131,7 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
   }
   if (!status.success()) {
     throw UsageError("nnU-Net: importing " + ds.name + " failed (" + status.Describe() +
-                     "): " + LastLine(log) + " (log: " + log + ")");
+                     "): " + LastLineOf(log) + " (log: " + log + ")");
   }
   // What was written is checked whole once: stamps, shapes and SHA-256.
   for (size_t i = 0; i < todo_names.size(); ++i) {

@@ -17,13 +17,15 @@
 #include "launcher/stage_binary.h"
 #include "launcher/stale_runs.h"
 #include "launcher/stop_signal.h"
+#include "launcher/time_balance.h"
 
 namespace up {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::string& log_dir) {
+int RunNodeAgent(const Config& given, const NodeOptions& nodes, const std::string& log_dir) {
+  Config config = given;  // node 0's cuts go in under pipeline.balance: time
   const PipelineConfig& p = config.pipeline;
   // The stages placed on this node, of every replica (pipeline.replicas).
   struct Mine {
@@ -60,6 +62,14 @@ int RunNodeAgent(const Config& config, const NodeOptions& nodes, const std::stri
                        std::to_string(static_cast<int>(p.timeout_s)) + " s (pipeline.timeout_s)");
   }
   const RunAnnouncement run = RunAnnouncement::Decode(*text);
+  if (p.balance == "time") {  // node 0 timed the levels and cut: its parts are every node's
+    const std::optional<std::string> cuts = rendezvous.Get("up/cuts", p.timeout_s);
+    if (!cuts)
+      throw TimeoutError("node 0 announced a run but not its cuts (pipeline.balance: time)");
+    DecodeCuts(*cuts, &config.pipeline);
+    for (Mine& m : mine)
+      m.spec = ResolveLayout(config, m.slot).stages[static_cast<size_t>(m.spec.index)];
+  }
   const std::string resolved = DumpConfig(config);
   if (Sha256Hex(resolved) != run.config_sha256) {
     throw UsageError("the config on node " + std::to_string(nodes.node_rank) +

@@ -40,6 +40,7 @@
 #include "launcher/stage_link.h"
 #include "launcher/stale_runs.h"
 #include "launcher/stop_signal.h"
+#include "launcher/time_balance.h"
 
 namespace up {
 namespace {
@@ -281,6 +282,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
   }
   const std::string config_sha = Sha256Hex(DumpConfig(config));
   if (rendezvous) {  // what the other nodes' launchers start their stages with
+    // The cuts first: pipeline.balance: time's are node 0's alone (time_balance.h).
+    rendezvous->Set("up/cuts", EncodeCuts(p));
     rendezvous->Set(
         "up/run", RunAnnouncement{run_id.Hex(), listener.endpoint(), config_sha, resume.has_value()}
                       .Encode());
@@ -450,6 +453,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
           stages.Send(s, ipc::Encode(req), text);
           TestHookPoint("launcher", "turn", step + 1);
           turn_text[static_cast<size_t>(id)] = text;
+          s.turn = text;
           waiting.push_back(id);
           if (!doing.empty()) doing += ", ";
           doing += text;
@@ -471,6 +475,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
         auto [id, m] = stages.Await(waiting, After(p.timeout_s), doing);
         const ipc::TurnReport report = ipc::DecodeTurnDone(m);
         StageLink& s = stages[id];
+        s.turn.clear();
         const size_t i = static_cast<size_t>(id);
         locks.Release(s.device, id);
         TraceComplete(std::string(trace_event::kTurnHeld) + ": " + turn_text[i], "turn",

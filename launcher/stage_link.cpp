@@ -21,7 +21,8 @@ void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
   if (stage.remote()) {
     const std::string seen = remote_exit_ ? remote_exit_(stage) : "";
     throw RuntimeError(stage.label + " on node " + std::to_string(stage.node) + " " +
-                       (seen.empty() ? "closed its connection" : seen) + " during " + doing);
+                       (seen.empty() ? "closed its connection" : seen) + " during " +
+                       (stage.turn.empty() ? doing : stage.turn));
   }
   // Give the process a moment to finish dying so its status is known.
   ExitStatus status = stage.child->Wait(Clock::now() + std::chrono::seconds(2));
@@ -38,7 +39,8 @@ void StageGroup::ReportGone(StageLink& stage, const std::string& doing) {
       }
     }
   }
-  throw RuntimeError(culprit->label + " " + status.Describe() + " during " + doing);
+  throw RuntimeError(culprit->label + " " + status.Describe() + " during " +
+                     (culprit->turn.empty() ? doing : culprit->turn));
 }
 
 std::vector<ipc::Hello> StageGroup::AcceptAll(ipc::ControlListener& listener, Deadline deadline,

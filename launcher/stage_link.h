@@ -40,7 +40,10 @@ struct StageLink {
   int64_t step_peak_tensor_bytes = 0;     // the most in an optimizer step
   int64_t peak_reserved_bytes = 0;        // CUDA: the caching allocator's peak reserve
   double busy_s = 0;
-  bool finished = false;                     // said Bye: its exit is expected, no longer watched
+  bool finished = false;  // said Bye: its exit is expected, no longer watched
+  // The turn it was given and has not answered yet ("encoder.r1 turn [B0 B1
+  // S] of step 3"), for a death's message when several turns run at once.
+  std::string turn;
   std::vector<int32_t> parameter_positions;  // its Hello's
   const char* name() const { return key.c_str(); }
   bool remote() const { return !child.has_value(); }

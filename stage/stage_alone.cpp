@@ -12,8 +12,11 @@
 #include "common/command_line.h"
 #include "common/device_budget.h"
 #include "common/errors.h"
+#include "common/fs_util.h"
+#include "common/level_times.h"
 #include "common/logging.h"
 #include "common/model/device_memory.h"
+#include "common/model/level_timing.h"
 #include "common/model/out_of_memory.h"
 #include "common/model/tensor_accounting.h"
 #include "common/model/tensor_diff.h"
@@ -291,12 +294,41 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
   return 0;
 }
 
+// --time-levels: every level of the stage's half timed on part `part`'s
+// device (pipeline.balance: time), written to `out` as one JSON line.
+int TimeLevels(const std::string& config_path, const std::vector<std::string>& overrides,
+               const std::string& out, int part, const std::string& stage) {
+  Config config = LoadConfig(config_path, overrides);
+  ResolveAutoDevicesHere(&config);
+  torch::set_num_threads(config.train.threads);
+  const PipelineLayout layout = ResolveLayout(config);
+  const StageSpec& spec = layout.stages[static_cast<size_t>(
+      StageIndexOf(layout, stage == "encoder", part - 1, "--part"))];
+  const torch::Device device = ParseDevice(spec.device, spec.device_key);
+  std::vector<double> ms;
+  try {
+    ms = stage == "encoder" ? TimeEncoderLevels(config, device) : TimeDecoderLevels(config, device);
+  } catch (const c10::OutOfMemoryError& e) {
+    throw RuntimeError(
+        OutOfMemoryLine(stage + "'s levels (pipeline.balance: time)", e, config, false));
+  }
+  WriteFileAtomic(out, LevelTimesJson(stage, ms, device.str()));
+  std::string text;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.2f", i ? ", " : "", ms[i]);
+    text += buf;
+  }
+  LogInfo(Str(stage, " levels on ", device.str(), ": ", text, " ms"));
+  return 0;
+}
+
 }  // namespace
 
 bool WantsStageAlone(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--replay") || !std::strncmp(argv[i], "--replay=", 9) ||
-        !std::strcmp(argv[i], "--standalone"))
+        !std::strcmp(argv[i], "--standalone") || !std::strcmp(argv[i], "--time-levels"))
       return true;
   }
   return false;
@@ -309,9 +341,12 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
         "atol", "absolute tolerance", cxxopts::value<double>()->default_value("0"))(
         "rtol", "relative tolerance", cxxopts::value<double>()->default_value("0"))(
         "standalone", "feed random boundary tensors and time each step")(
-        "config", "config file (--standalone)", cxxopts::value<std::string>())(
-        "set", "override a key (--standalone)", cxxopts::value<std::vector<std::string>>())(
-        "steps", "steps to time (--standalone)", cxxopts::value<int64_t>()->default_value("5"))(
+        "time-levels", "time each level of the half into this file (pipeline.balance: time)",
+        cxxopts::value<std::string>())("config", "config file (--standalone)",
+                                       cxxopts::value<std::string>())(
+        "set", "override a key (--standalone, --time-levels)",
+        cxxopts::value<std::vector<std::string>>())("steps", "steps to time (--standalone)",
+                                                    cxxopts::value<int64_t>()->default_value("5"))(
         "part", "which part of its half (1-based)", cxxopts::value<int>()->default_value("1"))(
         "v,verbose", "debug logging")("q,quiet", "warnings and errors only")("h,help", "this help");
     const auto parsed = ParseCommandLine(options, argc, argv, stage + "_proc --help");
@@ -323,7 +358,15 @@ int StageAloneMain(int argc, char** argv, const std::string& stage, const Worker
       if (tol.atol < 0 || tol.rtol < 0) throw UsageError("--atol and --rtol must be >= 0");
       return Replay(r["replay"].as<std::string>(), stage, r["part"].as<int>(), factory, tol);
     }
-    if (!r.count("config")) throw UsageError("--standalone needs --config FILE");
+    if (!r.count("config")) {
+      throw UsageError(std::string(r.count("time-levels") ? "--time-levels" : "--standalone") +
+                       " needs --config FILE");
+    }
+    if (r.count("time-levels"))
+      return TimeLevels(
+          r["config"].as<std::string>(),
+          r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{},
+          r["time-levels"].as<std::string>(), r["part"].as<int>(), stage);
     const int64_t steps = r["steps"].as<int64_t>();
     if (steps < 1) throw UsageError("--steps " + std::to_string(steps) + ": must be >= 1");
     return Standalone(

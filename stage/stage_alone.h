@@ -18,6 +18,12 @@
 //   <stage>_proc --standalone --config FILE [--part N] [--set k=v]... [--steps N]
 //     Feeds random tensors shaped like the boundary (the other stage's
 //     messages) and prints the time of each step: a profile of one stage.
+//
+//   <stage>_proc --time-levels FILE --config FILE [--part N] [--set k=v]...
+//     Times every level of the stage's half on part N's device, one
+//     micro-batch forward and backward (common/model/level_timing.h), and
+//     writes them to FILE as one JSON line (common/level_times.h): what the
+//     launcher cuts by under pipeline.balance: time.
 #pragma once
 
 #include <string>
@@ -26,7 +32,7 @@
 
 namespace up::stage {
 
-// True when argv asks for --replay or --standalone.
+// True when argv asks for --replay, --standalone or --time-levels.
 bool WantsStageAlone(int argc, char** argv);
 
 // Runs the mode argv asks for; returns the exit code (errors are one line).

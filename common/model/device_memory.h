@@ -49,6 +49,10 @@ inline void CheckStageDevices(const Config& config, int node = 0, int nnodes = 1
   }
 }
 
+// Waits on the host until the work queued on `device` has run (timing a
+// CUDA device); no-op on CPU, whose work runs inline.
+void SynchronizeDevice(const torch::Device& device);
+
 // Returns the caching allocator's unused blocks on `device` to the driver,
 // so another process sharing the GPU can use them. No-op on CPU.
 void ReleaseCachedMemory(const torch::Device& device);

@@ -14,6 +14,7 @@ torch::Device ParseDevice(const std::string& value, const std::string& what) {
   throw UsageError(what + " = " + value + ": this build of LibTorch has no CUDA support; use cpu");
 }
 
+void SynchronizeDevice(const torch::Device&) {}
 void ReleaseCachedMemory(const torch::Device&) {}
 int64_t PeakDeviceBytes(const torch::Device&) { return 0; }
 void DeviceTensorStats(const torch::Device&, int64_t* live, int64_t* peak, int64_t* reserved_peak) {

@@ -38,6 +38,12 @@ torch::Device ParseDevice(const std::string& value, const std::string& what) {
   return device;
 }
 
+void SynchronizeDevice(const torch::Device& device) {
+  if (!device.is_cuda()) return;
+  c10::cuda::CUDAGuard guard(device);
+  c10::cuda::device_synchronize();
+}
+
 void ReleaseCachedMemory(const torch::Device& device) {
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
 }

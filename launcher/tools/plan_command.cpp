@@ -14,6 +14,8 @@
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
+#include "common/level_times.h"
+#include "launcher/time_balance.h"
 #include "launcher/tools/memory_plan.h"
 #include "launcher/tools/memory_probe.h"
 #include "launcher/tools/plan_command.h"
@@ -25,6 +27,12 @@ std::string PatchText(const std::vector<int>& patch) {
   std::string out;
   for (size_t i = 0; i < patch.size(); ++i) out += (i ? "x" : "") + std::to_string(patch[i]);
   return out;
+}
+
+// `text` without its trailing newline.
+std::string TrimLine(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
 }
 
 }  // namespace
@@ -43,10 +51,31 @@ int PlanCommand(int argc, char** argv) {
   if (!parsed) return 0;
   const cxxopts::ParseResult& args = *parsed;
   if (!args.count("config")) throw UsageError("plan needs --config FILE");
-  const Config config =
+  Config config =
       LoadConfig(args["config"].as<std::string>(),
                  args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
                                    : std::vector<std::string>{});
+  // pipeline.balance: time: the levels timed and cut as `train` would; the
+  // probes train those cuts.
+  std::vector<std::string> probe_sets =
+      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                        : std::vector<std::string>{};
+  std::optional<LevelTimes> times;
+  if (NeedsLevelTimes(config)) {
+    if (!args.count("json"))
+      std::fprintf(stderr,
+                   "plan: timing each level on the stages' devices (pipeline.balance: time)\n");
+    times = BalanceByTime(&config);
+    auto list = [](const std::vector<int>& v) {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+      return out + "]";
+    };
+    if (!config.pipeline.encoder_cuts.empty())
+      probe_sets.push_back("pipeline.cuts.encoder=" + list(config.pipeline.encoder_cuts));
+    if (!config.pipeline.decoder_cuts.empty())
+      probe_sets.push_back("pipeline.cuts.decoder=" + list(config.pipeline.decoder_cuts));
+  }
   const int64_t budget = ParseBytes(args["gpu-mem"].as<std::string>());
   std::vector<PlanRow> rows = PlanMemory(config, budget);
   const StageCounts enc = EncoderCounts(config), dec = DecoderCounts(config);
@@ -60,11 +89,8 @@ int PlanCommand(int argc, char** argv) {
       ways.push_back({r.name, r.single_process, WaySets(config, r.single_process, r.sets)});
     if (!args.count("json"))
       std::fprintf(stderr, "plan: measuring %zu ways at two small patches\n", ways.size());
-    const std::vector<ProbedBytes> measured = ProbeTensorBytes(
-        args["config"].as<std::string>(),
-        args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
-                          : std::vector<std::string>{},
-        config, ways, probe_voxels);
+    const std::vector<ProbedBytes> measured =
+        ProbeTensorBytes(args["config"].as<std::string>(), probe_sets, config, ways, probe_voxels);
     for (size_t i = 0; i < rows.size(); ++i) {
       rows[i].tensor_bytes = measured[i].device;
       rows[i].stage_tensor_bytes = measured[i].stages;
@@ -73,6 +99,9 @@ int PlanCommand(int argc, char** argv) {
   }
 
   const PartsPlan parts = PlanParts(config);
+  // Each stage's forward and backward of a micro-batch, when timed.
+  const std::vector<double> part_ms =
+      times ? PartTimes(*times, ResolveLayout(config)) : std::vector<double>{};
   const std::optional<PartsPlan> fewest_shared = FewestPartsThatFit(config, budget, true);
   const std::optional<PartsPlan> fewest_own = FewestPartsThatFit(config, budget, false);
   const int64_t floor = FloorBytes(config);
@@ -108,16 +137,17 @@ int PlanCommand(int argc, char** argv) {
     std::string stages = "[";
     for (size_t i = 0; i < parts.stages.size(); ++i) {
       const StagePlan& p = parts.stages[i];
-      stages += (i ? "," : "") + JsonWriter()
-                                     .Field("stage", p.key)
-                                     .Field("levels", p.levels)
-                                     .Field("state_bytes", p.state_bytes)
-                                     .Field("activation_bytes", p.activation_bytes)
-                                     .Field("boundary_bytes", p.boundary_bytes)
-                                     .Field("workspace_bytes", p.workspace_bytes)
-                                     .Field("turn_bytes", p.turn_bytes)
-                                     .Field("residue_bytes", p.residue_bytes)
-                                     .str();
+      JsonWriter w;
+      w.Field("stage", p.key)
+          .Field("levels", p.levels)
+          .Field("state_bytes", p.state_bytes)
+          .Field("activation_bytes", p.activation_bytes)
+          .Field("boundary_bytes", p.boundary_bytes)
+          .Field("workspace_bytes", p.workspace_bytes)
+          .Field("turn_bytes", p.turn_bytes)
+          .Field("residue_bytes", p.residue_bytes);
+      if (i < part_ms.size()) w.Field("time_ms", part_ms[i]);
+      stages += (i ? "," : "") + w.str();
     }
     std::string list = "[";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -160,6 +190,7 @@ int PlanCommand(int argc, char** argv) {
         .Field("decoder_parameters", dec.parameters)
         .Raw("rows", list + "]")
         .Raw("stages", stages + "]")
+        .Raw("level_times", times ? TrimLine(LevelTimesFile(*times, config)) : "null")
         .Field("shared_device_bytes", parts.shared_device_bytes)
         .Field("own_device_bytes", parts.own_device_bytes)
         .Raw("fewest_parts", JsonWriter()
@@ -211,16 +242,26 @@ int PlanCommand(int argc, char** argv) {
   }
   std::printf(
       "\nthis config's %zu stages (pipeline.encoder_parts %d, decoder_parts %d, "
-      "activations %s), estimate:\n",
+      "activations %s, cuts balancing %s), estimate:\n",
       parts.stages.size(), parts.encoder_parts, parts.decoder_parts,
-      config.pipeline.activations.c_str());
-  std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s\n", "stage", "levels", "state",
-              "activations", "boundary", "workspace", "turn", "parked");
-  for (const StagePlan& p : parts.stages) {
-    std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s\n", p.key.c_str(), p.levels.c_str(),
+      config.pipeline.activations.c_str(), times ? "measured time" : "estimated memory");
+  std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s%s\n", "stage", "levels", "state",
+              "activations", "boundary", "workspace", "turn", "parked",
+              times ? "   time (ms)" : "");
+  for (size_t i = 0; i < parts.stages.size(); ++i) {
+    const StagePlan& p = parts.stages[i];
+    std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s", p.key.c_str(), p.levels.c_str(),
                 FormatBytes(p.state_bytes).c_str(), FormatBytes(p.activation_bytes).c_str(),
                 FormatBytes(p.boundary_bytes).c_str(), FormatBytes(p.workspace_bytes).c_str(),
                 FormatBytes(p.turn_bytes).c_str(), FormatBytes(p.residue_bytes).c_str());
+    if (i < part_ms.size()) std::printf(" %12.2f", part_ms[i]);
+    std::printf("\n");
+  }
+  if (times) {
+    std::printf(
+        "  time: one micro-batch's forward and backward through the stage's levels, measured on "
+        "%s (encoder) and %s (decoder)\n",
+        times->encoder_device.c_str(), times->decoder_device.c_str());
   }
   std::printf(
       "  one device, in turns: %s with %zu contexts (%s); a device per stage: %s each (%s)\n",

@@ -128,7 +128,8 @@ TEST(BenchStages, EveryStageCountAndSchedule) {
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "rows", "bubble", "bubble_theory", "stage_compute_ms",
-                      "first_peak_tensor_bytes", "speedup_vs_sequential"});
+                      "first_peak_tensor_bytes", "speedup_vs_sequential", "slowest_limit_ms"});
+  EXPECT_GT(std::stod(JsonField(json, "slowest_limit_ms")), 0.0) << json;
   size_t rows = 0;
   for (size_t at = json.find("\"schedule\":"); at != std::string::npos;
        at = json.find("\"schedule\":", at + 1))
@@ -142,6 +143,21 @@ TEST(BenchStages, EveryStageCountAndSchedule) {
       Bench({"stages", "--config", SourcePath("configs/tiny.yaml"), "--stages", "5"});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--stages 5"), std::string::npos) << bad.output;
+
+  // --layouts: the parts of each half, here the decoder cut by time.
+  const CommandResult cut =
+      Bench({"stages", "--config", SourcePath("configs/tiny.yaml"), "--json", "--layouts", "1+2",
+             "--steps", "2", "--warmup", "1", "--set", "pipeline.balance=time"});
+  ASSERT_EQ(cut.exit_code, 0) << cut.output;
+  const std::string cut_json = JsonLine(cut.output);
+  EXPECT_EQ(JsonField(cut_json, "encoder_parts"), "1") << cut_json;
+  EXPECT_EQ(JsonField(cut_json, "decoder_parts"), "2") << cut_json;
+  EXPECT_NE(cut_json.find("\"decoder2\":"), std::string::npos) << cut_json;
+  const CommandResult bad_layout =
+      Bench({"stages", "--config", SourcePath("configs/tiny.yaml"), "--layouts", "1-2"});
+  EXPECT_EQ(bad_layout.exit_code, 2) << bad_layout.output;
+  EXPECT_NE(bad_layout.output.find("\"1-2\" is not ENCODER_PARTS+DECODER_PARTS"), std::string::npos)
+      << bad_layout.output;
 }
 
 // One and two replicas of the same global batch: each row's step time, and

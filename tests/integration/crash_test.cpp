@@ -85,6 +85,9 @@ struct KillCase {
   // Recompute by blocks with the kept inputs parked in host memory
   // (pipeline.offload): killed while they are parked.
   bool offload = false;
+  // Two replicas of the pipeline (pipeline.replicas: 2): a stage of either
+  // killed, its copy perhaps waiting in the gradient exchange.
+  bool replicas = false;
 };
 
 class KillAnywhere : public ::testing::TestWithParam<KillCase> {};
@@ -109,6 +112,10 @@ TEST_P(KillAnywhere, CleanExitNothingLeftExactResume) {
     fresh.insert(fresh.end(), {"--set", "pipeline.activations=recompute", "--set",
                                "pipeline.recompute_unit=block", "--set", "pipeline.offload=on"});
   }
+  // Instance norm: with BatchNorm each replica keeps its own running
+  // statistics (as DDP's ranks do), which one process cannot match.
+  if (c.replicas)
+    fresh.insert(fresh.end(), {"--set", "pipeline.replicas=2", "--set", "model.norm=instance"});
   std::vector<std::string> killed_args{"--resume", run, "--set", steps};
   if (std::count(c.hook, c.hook + std::strlen(c.hook), ':') == 2) {
     killed_args = fresh;
@@ -163,6 +170,11 @@ TEST_P(KillAnywhere, CleanExitNothingLeftExactResume) {
                                     dir / "straight",
                                     "--set",
                                     steps};
+  // One process sums the replicas' gradients in their order (replica_gradients.h).
+  if (c.replicas) {
+    straight.insert(straight.end(),
+                    {"--set", "pipeline.replicas=2", "--set", "model.norm=instance"});
+  }
   r = RunCommand(Train(run, "", "", straight), 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(RunDigest(run), RunDigest(dir / "straight"));
@@ -229,11 +241,31 @@ INSTANTIATE_TEST_SUITE_P(
             "decoder:forward:3", 1,
             "decoder stage killed by signal 9 \\(SIGKILL\\) during decoder turn \\[FB0 FB1 S\\] "
             "of step 3",
-            false, true}),
+            false, true},
+        // Two replicas: a stage of replica 1 at start-up, in its backward
+        // (replica 0's copy then waits in the gradient exchange), in the
+        // step after it; replica 0 while it writes the one checkpoint.
+        KillCase{"encoder.r1:start", 1,
+                 "encoder stage of replica 1 killed by signal 9 \\(SIGKILL\\) during start-up "
+                 "before step 2",
+                 false, false, true},
+        KillCase{"encoder.r1:backward:3", 1,
+                 "encoder stage of replica 1 killed by signal 9 \\(SIGKILL\\) during encoder.r1 "
+                 "turn \\[B0 B1 S\\] of step 3",
+                 false, false, true},
+        KillCase{"decoder.r1:step:3", 1,
+                 "decoder stage of replica 1 killed by signal 9 \\(SIGKILL\\) during decoder.r1 "
+                 "turn \\[FB0 FB1 S\\] of step 3",
+                 false, false, true},
+        KillCase{"decoder:save:2", 1,
+                 "decoder stage of replica 0 killed by signal 9 \\(SIGKILL\\) during checkpoint "
+                 "of step 2",
+                 false, false, true}),
     [](const auto& info) {
       std::string name = info.param.hook;
       for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return name + (info.param.parts ? "_of_six" : "") + (info.param.offload ? "_offloaded" : "");
+      return name + (info.param.parts ? "_of_six" : "") + (info.param.offload ? "_offloaded" : "") +
+             (info.param.replicas ? "_of_two_replicas" : "");
     });
 
 // A hung stage (SIGSTOP) is reported at pipeline.timeout_s with what it was
@@ -241,7 +273,8 @@ INSTANTIATE_TEST_SUITE_P(
 struct HangCase {
   const char* hook;
   const char* says;
-  bool parts = false;  // a six-stage run (pipeline.encoder_parts/decoder_parts 3)
+  bool parts = false;     // a six-stage run (pipeline.encoder_parts/decoder_parts 3)
+  bool replicas = false;  // two replicas (pipeline.replicas: 2)
 };
 class HangAnywhere : public ::testing::TestWithParam<HangCase> {};
 
@@ -255,6 +288,7 @@ TEST_P(HangAnywhere, ReportedAtTheTimeoutWithWhatItWasDoing) {
   if (c.parts)
     args.insert(args.end(),
                 {"--set", "pipeline.encoder_parts=3", "--set", "pipeline.decoder_parts=3"});
+  if (c.replicas) args.insert(args.end(), {"--set", "pipeline.replicas=2"});
   BackgroundCommand hung(Train(run, "UP_TEST_HANG_AT", c.hook, args));
   const int launcher_pid = hung.pid();
   const auto start = std::chrono::steady_clock::now();
@@ -283,11 +317,21 @@ INSTANTIATE_TEST_SUITE_P(
         HangCase{"decoder2:forward:2",
                  "decoder2 did not answer within 3 s during decoder2 turn \\[.*\\] "
                  "of step 2 \\(pipeline.timeout_s\\)",
-                 true}),
+                 true},
+        // A stage of replica 1 hung while replica 0's copy waits for its
+        // gradients: the launcher names the hung one.
+        // Replica 0's copy waits in the gradient exchange meanwhile, so it
+        // does not answer either: both are named.
+        HangCase{"decoder.r1:forward:2",
+                 "decoder and decoder.r1 did not answer within 3 s during decoder turn \\[FB0 FB1 "
+                 "S\\] of step 2, decoder.r1 turn \\[FB0 FB1 S\\] of step 2 "
+                 "\\(pipeline.timeout_s\\)",
+                 false, true}),
     [](const auto& info) {
       std::string name = info.param.hook;
       for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return name + (info.param.parts ? "_of_six" : "");
+      return name + (info.param.parts ? "_of_six" : "") +
+             (info.param.replicas ? "_of_two_replicas" : "");
     });
 
 // While a run is alive its shared memory (the rings and the device total) and

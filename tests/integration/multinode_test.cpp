@@ -349,14 +349,24 @@ TEST(MultiNode, ThreeNodesFourStagesEqualSingleProcess) {
 // pipeline.placement: mirrored over two machines: the encoder parts' nodes
 // given, each decoder part runs beside the encoder part whose skips it
 // takes, so no skip crosses the network; the bits are single-process's.
+// Cut by time (pipeline.balance: time): node 0 times the levels, and node 1
+// runs node 0's cuts (its own config has none; the configs still agree).
 TEST(MultiNode, MirroredPartsKeepEverySkipOnItsNode) {
   TempDir dir;
   const std::vector<std::string> mirrored{
       "--set", "pipeline.encoder_parts=2",    "--set", "pipeline.decoder_parts=2",
-      "--set", "pipeline.placement=mirrored", "--set", "pipeline.nodes=[0, 1]"};
+      "--set", "pipeline.placement=mirrored", "--set", "pipeline.nodes=[0, 1]",
+      "--set", "pipeline.balance=time"};
   const TwoNodes r = RunTwoNodes(dir.path(), mirrored, mirrored);
   ASSERT_EQ(r.node0.exit_code, 0) << r.node0.output;
   ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
+  EXPECT_NE(r.node0.output.find("pipeline.balance time: "), std::string::npos) << r.node0.output;
+  EXPECT_EQ(r.node1.output.find("pipeline.balance time: "), std::string::npos) << r.node1.output;
+  const std::string cuts = JsonField(Slurp(dir / "node0/level_times.json"), "encoder_cuts");
+  ASSERT_EQ(cuts.size(), 3u) << cuts;  // one cut: "[k]"
+  const std::string line = "encoder: [" + cuts.substr(1, 1) + "]";
+  EXPECT_NE(Slurp(dir / "node0/config.yaml").find(line), std::string::npos) << line;
+  EXPECT_NE(Slurp(dir / "node1/config.yaml").find(line), std::string::npos) << line;
   // Stages in pipeline order: encoder1 (node 0), encoder2 (node 1), then
   // decoder1 beside encoder2 and decoder2 beside encoder1.
   for (const char* line : {"0 encoder1 ", "1 encoder2 ", "2 decoder1 ", "3 decoder2 "}) {
@@ -395,15 +405,21 @@ TEST(MultiNode, MissingNodeIsAClearTimeoutWithNothingLeft) {
   EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
 }
 
+// Another learning rate, or another number of replicas (pipeline.replicas):
+// node 1 is refused at the rendezvous with one line, and nothing is left.
 TEST(MultiNode, DifferentConfigOnNode1IsRefused) {
-  TempDir dir;
-  const TwoNodes r = RunTwoNodes(dir.path(), {"--set", "pipeline.timeout_s=5"},
-                                 {"--set", "pipeline.timeout_s=5", "--set", "train.lr=0.5"});
-  EXPECT_EQ(r.node1.exit_code, 2) << r.node1.output;
-  EXPECT_NE(r.node1.output.find("the config on node 1 differs from node 0's"), std::string::npos)
-      << r.node1.output;
-  EXPECT_NE(r.node0.exit_code, 0) << r.node0.output;
-  EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
+  for (const char* differs : {"train.lr=0.5", "pipeline.replicas=2"}) {
+    TempDir dir;
+    const TwoNodes r = RunTwoNodes(dir.path(), {"--set", "pipeline.timeout_s=5"},
+                                   {"--set", "pipeline.timeout_s=5", "--set", differs});
+    EXPECT_EQ(r.node1.exit_code, 2) << differs << "\n" << r.node1.output;
+    EXPECT_NE(r.node1.output.find("the config on node 1 differs from node 0's"), std::string::npos)
+        << differs << "\n"
+        << r.node1.output;
+    EXPECT_EQ(ErrorLines(r.node1.output).size(), 1u) << r.node1.output;
+    EXPECT_NE(r.node0.exit_code, 0) << r.node0.output;
+    EXPECT_TRUE(ProcessesMentioning(dir.path() + "/node").empty());
+  }
 }
 
 TEST(MultiNode, StageKilledOnNode1IsNamedByNode0) {

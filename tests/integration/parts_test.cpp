@@ -6,7 +6,12 @@
 // nothing of the run remains afterwards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -175,6 +180,118 @@ TEST(Parts, ResidualEncoderWithDeepSupervision) {
                 {"pipeline.encoder_parts=3", "pipeline.decoder_parts=2", "pipeline.schedule=1f1b",
                  "pipeline.lock=off", "pipeline.activations=recompute"}),
             reference);
+}
+
+// The numbers of a JSON array field ("encoder_ms": [1.5, 2]) of `json`.
+std::vector<double> Numbers(const std::string& json, const std::string& key) {
+  std::string list = JsonField(json, key);
+  std::vector<double> out;
+  for (char& c : list)
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  std::istringstream in(list);
+  for (double v; in >> v;) out.push_back(v);
+  return out;
+}
+
+// The smallest largest part over every way to cut `cost` into `parts` runs
+// of adjacent levels, by trying them all; and the largest part of `cuts`.
+int64_t BestLargestPart(const std::vector<int64_t>& cost, int parts, size_t from = 0) {
+  if (parts == 1) return std::accumulate(cost.begin() + static_cast<long>(from), cost.end(), 0LL);
+  int64_t best = std::numeric_limits<int64_t>::max(), head = 0;
+  for (size_t end = from + 1; end + static_cast<size_t>(parts - 1) <= cost.size(); ++end) {
+    head += cost[end - 1];
+    best = std::min(best, std::max(head, BestLargestPart(cost, parts - 1, end)));
+  }
+  return best;
+}
+int64_t LargestPart(const std::vector<int64_t>& cost, const std::vector<double>& cuts) {
+  int64_t largest = 0, part = 0;
+  size_t next = 0;
+  for (size_t level = 0; level < cost.size(); ++level) {
+    if (next < cuts.size() && static_cast<size_t>(cuts[next]) == level) {
+      largest = std::max(largest, part);
+      part = 0;
+      ++next;
+    }
+    part += cost[level];
+  }
+  return std::max(largest, part);
+}
+// Microseconds, as the cuts weigh them (level_times.h).
+std::vector<int64_t> Micros(const std::vector<double>& ms) {
+  std::vector<int64_t> out;
+  for (double v : ms) out.push_back(std::max<int64_t>(1, std::llround(v * 1e3)));
+  return out;
+}
+
+// pipeline.balance: time (issue 30): the launcher times every level on the
+// stages' device before the run, cuts where the parts' times are as even as
+// the levels allow, and writes those cuts into the run's config, so the run
+// trains the same bits as one process and a resume keeps its parts without
+// timing again. Cuts the config gives stay.
+TEST(Parts, BalanceByTimeCutsWhereThePartsTakeEvenTimes) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny.yaml");
+  std::vector<std::string> straight{"--single-process", "--config", config, "--out",
+                                    dir / "straight"};
+  for (const auto& a : Sets({"train.steps=3", "train.micro_batches=2"})) straight.push_back(a);
+  ASSERT_EQ(Train(straight).exit_code, 0);
+
+  std::vector<std::string> first{"--config", config, "--out", dir / "timed"};
+  for (const auto& a : Sets({"train.steps=2", "pipeline.encoder_parts=3", "pipeline.balance=time",
+                             "train.micro_batches=2", "pipeline.decoder_parts=2"}))
+    first.push_back(a);
+  const CommandResult r = Train(first);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pipeline.balance time: encoder levels 0-4 take "), std::string::npos)
+      << r.output;
+
+  const std::string times = Slurp(dir / "timed/level_times.json");
+  const std::vector<double> enc = Numbers(times, "encoder_ms"), dec = Numbers(times, "decoder_ms");
+  ASSERT_EQ(enc.size(), 5u) << times;
+  ASSERT_EQ(dec.size(), 4u) << times;
+  for (double v : enc) EXPECT_GT(v, 0) << times;
+  for (double v : dec) EXPECT_GT(v, 0) << times;
+  const std::vector<double> enc_cuts = Numbers(times, "encoder_cuts");
+  const std::vector<double> dec_cuts = Numbers(times, "decoder_cuts");
+  ASSERT_EQ(enc_cuts.size(), 2u) << times;
+  ASSERT_EQ(dec_cuts.size(), 1u) << times;
+  // No other cut has a smaller slowest part.
+  EXPECT_EQ(LargestPart(Micros(enc), enc_cuts), BestLargestPart(Micros(enc), 3)) << times;
+  const std::vector<double> dec_run_order(dec.rbegin(), dec.rend());
+  EXPECT_EQ(LargestPart(Micros(dec_run_order), dec_cuts), BestLargestPart(Micros(dec_run_order), 2))
+      << times;
+  // The run's config holds them: the stages ran them, and a resume will.
+  const std::string yaml = Slurp(dir / "timed/config.yaml");
+  auto text = [](const std::vector<double>& v) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(int(v[i]));
+    return out + "]";
+  };
+  EXPECT_NE(yaml.find("encoder: " + text(enc_cuts)), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("decoder: " + text(dec_cuts)), std::string::npos) << yaml;
+  const int first_part_levels = static_cast<int>(enc_cuts[0]);
+  const std::string first_part = first_part_levels == 1
+                                     ? "(level 0)"
+                                     : "(levels 0-" + std::to_string(first_part_levels - 1) + ")";
+  EXPECT_NE(Slurp(dir / "timed/encoder1.log").find(first_part), std::string::npos) << first_part;
+
+  const CommandResult resumed = Train({"--resume", dir / "timed", "--set", "train.steps=3"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("pipeline.balance time"), std::string::npos) << resumed.output;
+  EXPECT_EQ(RunDigest(dir / "timed"), RunDigest(dir / "straight"));
+  ExpectNothingLeft(dir / "timed");
+
+  // A half with cuts of its own keeps them; the other is cut by time.
+  std::vector<std::string> given{"--config", config, "--out", dir / "given"};
+  for (const auto& a : Sets({"train.steps=1", "pipeline.cuts.encoder=[1]", "pipeline.balance=time",
+                             "train.micro_batches=2", "pipeline.decoder_parts=2"}))
+    given.push_back(a);
+  const CommandResult g = Train(given);
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  const std::string given_yaml = Slurp(dir / "given/config.yaml");
+  EXPECT_NE(given_yaml.find("encoder: [1]"), std::string::npos) << given_yaml;
+  EXPECT_EQ(Numbers(Slurp(dir / "given/level_times.json"), "encoder_cuts"), std::vector<double>{1});
 }
 
 // Cuts the model cannot take are one line naming the key and the valid
