@@ -102,6 +102,7 @@ const std::vector<std::string>& LeafKeys() {
       "checkpoint.keep",
       "validate.every",
       "validate.overlap",
+      "validate.nnunet",
       "pipeline.transport",
       "pipeline.activations",
       "pipeline.recompute_unit",
@@ -1017,8 +1018,9 @@ void ReadData(const Reader& r, int dims, DataConfig* d) {
   } else if (d->kind == "nifti" || d->kind == "cache") {
     d->augment = AugmentationNames();
   } else if (d->kind == "nnunet") {
-    // nnU-Net's own, as far as they are built here: no quarter turns.
-    d->augment = {"scale", "mirror", "noise", "brightness", "contrast", "gamma"};
+    // nnU-Net's own (nnUNetTrainer.get_training_transforms): no quarter turns.
+    d->augment = {"scale",      "rotate",   "mirror", "noise",          "blur",
+                  "brightness", "contrast", "lowres", "gamma_inverted", "gamma"};
   }
   r.Int("data.workers", &d->workers, {0, 64});
   if (r.Has("data.validation")) {
@@ -1045,6 +1047,7 @@ void ReadData(const Reader& r, int dims, DataConfig* d) {
 void ReadValidate(const Reader& r, ValidateConfig* v) {
   r.Int("validate.every", &v->every, kAtLeast0);
   r.Real("validate.overlap", &v->overlap, {0.0, false, true, 1.0});
+  r.Enum("validate.nnunet", &v->nnunet, {"on", "off", "npz"});
 }
 
 // train.preset = nnunet: nnUNetTrainer's recipe (nnunetv2 2.x) as defaults.
@@ -1168,6 +1171,13 @@ void CheckConsistency(const Reader& r, const Config& c) {
                "there is no validation without data.validation; set it to a share of the cases "
                "(0.2) or a list of case names");
     }
+  }
+  if (r.Has("validate.nnunet") && (c.data.kind != "nnunet" || c.data.fold == "all")) {
+    r.FailAt(
+        "validate.nnunet", Quote(c.validate.nnunet),
+        c.data.kind != "nnunet"
+            ? "nnU-Net's validation folder is for data.kind: nnunet; drop the key"
+            : "data.fold: all holds out no cases to validate; give a fold 0..4 or drop the key");
   }
   if (m.norm == "group") {
     long long g = 2LL * m.features.back();
@@ -1518,6 +1528,8 @@ std::string DumpConfig(const Config& c) {
     line(0, "validate", "");
     line(2, "every", num(c.validate.every));
     line(2, "overlap", FormatDouble(c.validate.overlap));
+    // Written only when not the default, so earlier configs hash as before.
+    if (c.validate.nnunet != "on") line(2, "nnunet", Quote(c.validate.nnunet));
   }
 
   const PipelineConfig& p = c.pipeline;

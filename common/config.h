@@ -75,8 +75,9 @@ struct DataConfig {
 
 // Every augmentation data.augment may name, in the order they are applied.
 inline const std::vector<std::string>& AugmentationNames() {
-  static const std::vector<std::string> names{"scale",      "rot90",    "mirror", "noise",
-                                              "brightness", "contrast", "gamma"};
+  static const std::vector<std::string> names{"scale",  "rotate",         "rot90",      "mirror",
+                                              "noise",  "blur",           "brightness", "contrast",
+                                              "lowres", "gamma_inverted", "gamma"};
   return names;
 }
 
@@ -121,6 +122,10 @@ struct TrainConfig {
 struct ValidateConfig {
   int every = 0;         // every N steps, and after the last; 0 = after the last only; >= 0
   double overlap = 0.5;  // sliding-window overlap, [0, 1)
+  // data.kind nnunet with a fold: after the run, the fold's validation/
+  // folder as nnUNetTrainer writes it (on), with its probabilities as
+  // nnUNetv2_train --npz (npz), or none (off): launcher/tools/nnunet_validation.h
+  std::string nnunet = "on";
 };
 
 struct CheckpointConfig {

@@ -35,6 +35,7 @@
 #include "launcher/tools/export_command.h"
 #include "launcher/tools/inspect.h"
 #include "launcher/tools/nnunet_export.h"
+#include "launcher/tools/nnunet_validation.h"
 #include "launcher/tools/plan_command.h"
 #include "launcher/tools/predict.h"
 #include "launcher/tools/preprocess_command.h"
@@ -318,6 +319,14 @@ int Train(int argc, char** argv) {
                 config.data.results.empty()
                     ? " (set nnUNet_results to this folder's nnUNet_results)"
                     : ""));
+    if (config.data.fold != "all" && config.validate.nnunet != "off") {
+      LogInfo(Str("nnU-Net: validating fold ", config.data.fold,
+                  "'s held-out cases with nnU-Net's predictor, as nnUNetTrainer does at its end"));
+      const NnunetValidation v = WriteNnunetValidation(fold, run->path(), config);
+      LogInfo(Str("nnU-Net: validation of ", v.cases, " cases in ", v.folder,
+                  ": mean foreground Dice ", v.foreground_dice,
+                  " (summary.json; nnUNetv2_find_best_configuration reads it)"));
+    }
   }
   return 0;
 }

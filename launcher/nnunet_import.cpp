@@ -57,6 +57,29 @@ std::string Strings(const std::vector<std::string>& v) {
 
 }  // namespace
 
+void RunNnunetScript(const std::string& script, const std::string& request, const std::string& log,
+                     const std::string& what, int exit_code) {
+  ChildOptions o;
+  o.name = script;
+  o.executable = PythonPath();
+  o.args = {ProjectRoot() + "/scripts/" + script, request};
+  o.output_file = log;
+  ExitStatus status;
+  try {
+    ChildProcess child = ChildProcess::Spawn(o);
+    status = child.Wait(ChildProcess::Deadline::max());
+  } catch (const UsageError& e) {
+    throw Error("nnU-Net: cannot run Python for " + what + " (" + e.what() +
+                    "); set UP_PYTHON to a Python with nnunetv2",
+                exit_code);
+  }
+  if (!status.success()) {
+    throw Error("nnU-Net: " + what + " failed (" + status.Describe() + "): " + LastLineOf(log) +
+                    " (log: " + log + ")",
+                exit_code);
+  }
+}
+
 NnunetImportOutcome ImportNnunetData(const Config& config) {
   const DataConfig& d = config.data;
   const NnunetDataset ds = FindNnunetDataset(d.dataset, d.preprocessed, d.plans, d.configuration);
@@ -116,23 +139,7 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
               ds.name, " (", ds.data_identifier, ") into ", d.cache,
               " with nnunetv2's reader; later runs reuse them"));
   const auto start = std::chrono::steady_clock::now();
-  ChildOptions o;
-  o.name = "nnunet_import";
-  o.executable = PythonPath();
-  o.args = {ProjectRoot() + "/scripts/nnunet_import.py", request};
-  o.output_file = log;
-  ExitStatus status;
-  try {
-    ChildProcess child = ChildProcess::Spawn(o);
-    status = child.Wait(ChildProcess::Deadline::max());
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("nnU-Net: cannot run Python for the import (") + e.what() +
-                     "); set UP_PYTHON to a Python with nnunetv2");
-  }
-  if (!status.success()) {
-    throw UsageError("nnU-Net: importing " + ds.name + " failed (" + status.Describe() +
-                     "): " + LastLineOf(log) + " (log: " + log + ")");
-  }
+  RunNnunetScript("nnunet_import.py", request, log, "importing " + ds.name);
   // What was written is checked whole once: stamps, shapes and SHA-256.
   for (size_t i = 0; i < todo_names.size(); ++i) {
     const std::string dir = d.cache + "/" + todo_names[i];

@@ -27,4 +27,11 @@ struct NnunetImportOutcome {
 // the log file's path).
 NnunetImportOutcome ImportNnunetData(const Config& config);
 
+// Runs scripts/`script` with nnunetv2's Python (UP_PYTHON, else the
+// project's .venv, else python3) on `request` (a JSON file), its output in
+// `log`. Throws an Error of `exit_code` naming `what`, the script's last
+// line and the log when it fails or cannot start.
+void RunNnunetScript(const std::string& script, const std::string& request, const std::string& log,
+                     const std::string& what, int exit_code = 2);
+
 }  // namespace up

@@ -206,6 +206,13 @@ std::unique_ptr<Dataset> MakeWholeDataset(const Config& config) {
     // (launcher/nnunet_import.h) and read from there as any cache.
     DataConfig cached = config.data;
     cached.path = config.data.cache;
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(cached.path) / "cache.json", ec)) {
+      throw UsageError("data.dataset = " + config.data.dataset +
+                       ": its preprocessed cases are not converted yet (no " + cached.path +
+                       "/cache.json); `unet-pipeline train` or `unet-pipeline batches` with this "
+                       "config converts them first");
+    }
     return std::make_unique<CacheDataset>(config.model, cached);
   }
   return std::make_unique<SyntheticDataset>(config.model, config.data, config.train.seed);

@@ -61,9 +61,31 @@ PatchDraw DrawPatch(const Config& config, int64_t position) {
   const double bright_p = Uniform(state), bright_v = Uniform(state);
   const double contrast_p = Uniform(state), contrast_v = Uniform(state);
   const double gamma_p = Uniform(state), gamma_v = Uniform(state);
+  // Added later, so drawn after the others (the earlier draws stay as they were).
+  const double rotate_p = Uniform(state);
+  double rotate_v[3];
+  for (double& v : rotate_v) v = Uniform(state);
+  const double blur_p = Uniform(state);
+  const uint64_t blur_seed = SplitMix(state);
+  const double lowres_p = Uniform(state);
+  const uint64_t lowres_seed = SplitMix(state);
+  const double gamma_inv_p = Uniform(state), gamma_inv_v = Uniform(state);
 
   const std::vector<std::string>& on = data.augment;
+  // nnU-Net's dummy 2-D augmentation (configure_rotation_dummyDA_mirroring_
+  // and_inital_patch_size): a 3-D patch whose longest axis is over 3x axis 0.
+  const int longest = *std::max_element(data.size.begin(), data.size.end());
+  const int shortest = *std::min_element(data.size.begin(), data.size.end());
+  d.in_plane = dims == 3 && longest > 3 * data.size[0];
   if (Has(on, "scale") && scale_p < 0.2) d.scale = 0.7 + 0.7 * scale_v;
+  if (Has(on, "rotate") && rotate_p < 0.2 && dims >= 2) {
+    const double degrees = dims == 3 && !d.in_plane                ? 30.0
+                           : dims == 2 && longest > 1.5 * shortest ? 15.0
+                                                                   : 180.0;
+    const double limit = degrees / 180.0 * M_PI;
+    const size_t angles = dims == 3 && !d.in_plane ? 3 : 1;
+    for (size_t a = 0; a < angles; ++a) d.rotation.push_back((2 * rotate_v[a] - 1) * limit);
+  }
   if (Has(on, "rot90") && dims >= 2 && data.size[dims - 1] == data.size[dims - 2])
     d.rot90 = static_cast<int>(rot_v * 4);
   d.flip.assign(dims, false);
@@ -77,6 +99,16 @@ PatchDraw DrawPatch(const Config& config, int64_t position) {
   if (Has(on, "contrast") && contrast_p < 0.15) d.contrast = 0.75 + 0.5 * contrast_v;
   if (Has(on, "gamma") && gamma_p < 0.3)  // half below 1, half above, as nnU-Net
     d.gamma = gamma_v < 0.5 ? 0.7 + 0.6 * gamma_v : 1.0 + (gamma_v - 0.5);
+  if (Has(on, "blur") && blur_p < 0.2) {
+    d.blur = true;
+    d.blur_seed = blur_seed;
+  }
+  if (Has(on, "lowres") && lowres_p < 0.25) {
+    d.lowres = true;
+    d.lowres_seed = lowres_seed;
+  }
+  if (Has(on, "gamma_inverted") && gamma_inv_p < 0.1)
+    d.gamma_inverted = gamma_inv_v < 0.5 ? 0.7 + 0.6 * gamma_inv_v : 1.0 + (gamma_inv_v - 0.5);
   return d;
 }
 
@@ -151,20 +183,120 @@ torch::Tensor CropWithPadding(const torch::Tensor& t, const std::vector<int64_t>
   return out;
 }
 
+std::vector<std::vector<double>> SpatialAffine(const PatchDraw& draw, size_t dims) {
+  std::vector<std::vector<double>> a(dims, std::vector<double>(dims, 0.0));
+  for (size_t i = 0; i < dims; ++i) a[i][i] = draw.in_plane && i == 0 ? 1.0 : draw.scale;  // S
+  auto rotate = [&](size_t p, size_t q, double angle) {  // a = R(p, q) a
+    const double c = std::cos(angle), s = std::sin(angle);
+    for (size_t j = 0; j < dims; ++j) {
+      const double ap = a[p][j], aq = a[q][j];
+      a[p][j] = c * ap - s * aq;
+      a[q][j] = s * ap + c * aq;
+    }
+  };
+  if (draw.rotation.size() == 3) {
+    rotate(1, 2, draw.rotation[0]);  // about axis 0 (x)
+    rotate(2, 0, draw.rotation[1]);  // about axis 1 (y)
+    rotate(0, 1, draw.rotation[2]);  // about axis 2 (z)
+  } else if (draw.rotation.size() == 1) {
+    rotate(dims - 2, dims - 1, draw.rotation[0]);
+  }
+  return a;
+}
+
+namespace {
+
+// The patch when `draw` rotates: patch voxel p (centred) shows the case at
+// centre + A p (A = SpatialAffine), the image read linearly, the mask from
+// the nearest voxel, zero outside the case; from the smallest region of the
+// case that holds every such point.
+Sample RotatedCut(const Sample& whole, const PatchDraw& draw, const std::vector<int64_t>& origin,
+                  const std::vector<int>& patch) {
+  namespace F = torch::nn::functional;
+  const size_t dims = patch.size();
+  const std::vector<std::vector<double>> a = SpatialAffine(draw, dims);
+  std::vector<double> centre(dims);
+  std::vector<int64_t> start(dims), size(dims);
+  for (size_t i = 0; i < dims; ++i) {
+    double half = 0;  // how far the rotated patch reaches from its centre on axis i
+    for (size_t j = 0; j < dims; ++j) half += std::abs(a[i][j]) * (patch[j] - 1) / 2.0;
+    centre[i] = origin[i] + (patch[i] - 1) / 2.0;
+    start[i] = static_cast<int64_t>(std::floor(centre[i] - half)) - 1;
+    size[i] = static_cast<int64_t>(std::ceil(centre[i] + half)) + 2 - start[i];
+  }
+  // Each patch voxel's place in the region, as grid_sample reads it: the
+  // last axis first, -1 and 1 the region's first and last voxel centres.
+  std::vector<torch::Tensor> axes;
+  for (size_t j = 0; j < dims; ++j)
+    axes.push_back(torch::arange(patch[j], torch::kFloat64) - (patch[j] - 1) / 2.0);
+  const std::vector<torch::Tensor> p = torch::meshgrid(axes, "ij");  // each (*patch)
+  std::vector<torch::Tensor> grid;
+  for (size_t i = dims; i-- > 0;) {
+    torch::Tensor at = torch::full_like(p[0], centre[i] - static_cast<double>(start[i]));
+    for (size_t j = 0; j < dims; ++j) at = at + a[i][j] * p[j];
+    grid.push_back(at * (2.0 / static_cast<double>(size[i] - 1)) - 1.0);
+  }
+  const torch::Tensor g =
+      torch::stack(grid, -1).to(torch::kFloat32).unsqueeze(0);  // (1, *patch, dims)
+  Sample out;
+  if (whole.image.defined()) {
+    const torch::Tensor region = CropWithPadding(whole.image, start, size);  // (C, *size)
+    out.image = F::grid_sample(region.unsqueeze(0), g,
+                               F::GridSampleFuncOptions()
+                                   .mode(torch::kBilinear)
+                                   .padding_mode(torch::kZeros)
+                                   .align_corners(true))[0];
+  }
+  if (whole.mask.defined()) {
+    const torch::Tensor region = CropWithPadding(whole.mask, start, size);  // (*size)
+    out.mask = F::grid_sample(region.unsqueeze(0).unsqueeze(0).to(torch::kFloat32), g,
+                              F::GridSampleFuncOptions()
+                                  .mode(torch::kNearest)
+                                  .padding_mode(torch::kZeros)
+                                  .align_corners(true))[0][0]
+                   .to(torch::kInt64);
+  }
+  return out;
+}
+
+// Per channel of `channels`: with p 0.5, `axes` draws of U(lo, hi) from
+// `seed` (the same on every axis when `one_per_channel`); else none.
+std::vector<std::vector<double>> PerChannel(uint64_t seed, int64_t channels, size_t axes, double lo,
+                                            double hi, bool one_per_channel) {
+  uint64_t state = seed;
+  std::vector<std::vector<double>> out(static_cast<size_t>(channels));
+  for (auto& c : out) {
+    const double p = Uniform(state);
+    double v[3];
+    for (double& x : v) x = lo + (hi - lo) * Uniform(state);
+    if (p >= 0.5) continue;
+    for (size_t a = 0; a < axes; ++a) c.push_back(one_per_channel ? v[0] : v[a]);
+  }
+  return out;
+}
+
+}  // namespace
+
 Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch) {
   const size_t dims = patch.size();
   const std::vector<int64_t> origin = PatchOrigin(draw, whole, patch);
   // With scaling, the region of the case around the same centre that the
-  // patch shows, resampled to the patch.
+  // patch shows, resampled to the patch (axis 0 stays in-plane only).
   std::vector<int64_t> region(dims), start(dims), target(patch.begin(), patch.end());
   for (size_t a = 0; a < dims; ++a) {
-    region[a] =
-        draw.scale == 1 ? patch[a] : std::max<int64_t>(1, std::llround(patch[a] * draw.scale));
+    region[a] = draw.scale == 1 || (draw.in_plane && a == 0)
+                    ? patch[a]
+                    : std::max<int64_t>(1, std::llround(patch[a] * draw.scale));
     start[a] = origin[a] + patch[a] / 2 - region[a] / 2;
   }
   Sample out;
-  if (whole.mask.defined()) out.mask = CropWithPadding(whole.mask, start, region);  // (*region)
-  if (whole.image.defined()) out.image = CropWithPadding(whole.image, start, region);
+  if (!draw.rotation.empty()) {
+    out = RotatedCut(whole, draw, origin, patch);
+    region = target;  // resampled already
+  } else {
+    if (whole.mask.defined()) out.mask = CropWithPadding(whole.mask, start, region);  // (*region)
+    if (whole.image.defined()) out.image = CropWithPadding(whole.image, start, region);
+  }
   if (region != target) {
     namespace F = torch::nn::functional;
     if (out.image.defined()) {
@@ -201,9 +333,23 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
     if (out.image.defined()) out.image = out.image.flip(image_axes);
   }
   if (out.image.defined()) {
+    // nnU-Net's order (get_training_transforms).
+    const int64_t channels = out.image.size(0);
     if (draw.noise_sigma > 0) out.image = AddNoise(out.image, draw.noise_sigma, draw.noise_seed);
+    if (draw.blur)
+      out.image =
+          GaussianBlur(out.image, PerChannel(draw.blur_seed, channels, dims, 0.5, 1, false));
     if (draw.brightness != 1) out.image = ScaleBrightness(out.image, draw.brightness);
     if (draw.contrast != 1) out.image = ScaleContrast(out.image, draw.contrast);
+    if (draw.lowres) {
+      std::vector<std::vector<double>> scales =
+          PerChannel(draw.lowres_seed, channels, dims, 0.5, 1, true);
+      if (draw.in_plane)
+        for (auto& c : scales)
+          if (!c.empty()) c[0] = 1;  // nnU-Net's ignore_axes: axis 0 keeps its resolution
+      out.image = SimulateLowResolution(out.image, scales);
+    }
+    if (draw.gamma_inverted != 1) out.image = AdjustGammaInverted(out.image, draw.gamma_inverted);
     if (draw.gamma != 1) out.image = AdjustGamma(out.image, draw.gamma);
     out.image = out.image.contiguous();
   }

@@ -32,16 +32,30 @@ struct PatchDraw {
   std::vector<double> place_u;  // [0, 1) per axis: where a random patch lies
 
   // Spatial augmentation (identity values when off or not drawn).
-  double scale = 1;        // the patch shows patch*scale voxels of the case
+  double scale = 1;  // the patch shows patch*scale voxels of the case
+  // Rotation in radians, as nnU-Net's SpatialTransform: 3-D, about axes 0,
+  // 1 and 2 (x, y, z; applied in that order, after the scale); 2-D, or a
+  // 3-D patch nnU-Net treats as 2-D (`in_plane`), one angle in the plane of
+  // the last two axes. Empty: none.
+  std::vector<double> rotation;
+  // A 3-D patch over 3x longer in-plane than along axis 0 (nnU-Net's
+  // "dummy 2-D" augmentation): scale and rotation leave axis 0 alone, and
+  // low resolution is simulated in-plane only.
+  bool in_plane = false;
   int rot90 = 0;           // quarter turns in the plane of the last two axes
   std::vector<bool> flip;  // per axis
 
   // Intensity augmentation of the image (augment.h).
   double noise_sigma = 0;  // 0: none
   uint64_t noise_seed = 0;
+  bool blur = false;  // each channel (p 0.5) blurred, sigma U(0.5, 1) per axis
+  uint64_t blur_seed = 0;
   double brightness = 1;  // multiplier
   double contrast = 1;    // factor around each channel's mean
-  double gamma = 1;       // exponent on each channel's range
+  bool lowres = false;    // each channel (p 0.5) at U(0.5, 1) of its resolution
+  uint64_t lowres_seed = 0;
+  double gamma_inverted = 1;  // exponent on each channel's range, upside down
+  double gamma = 1;           // exponent on each channel's range
 };
 
 // The draw for the sample at `position` of the stream (dataset.h), for a
@@ -61,6 +75,12 @@ std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const Sample& whole,
 // class locations) that `draw` describes: image (C, *patch) float32, mask
 // (*patch) int64.
 Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch);
+
+// The matrix mapping a patch voxel's offset from the patch centre to the
+// case's (dims x dims, axis 0 first): the rotation (about axis 0, then 1,
+// then 2; or in the plane of the last two axes) times the scale, as
+// batchgeneratorsv2's create_affine_matrix_3d / _2d (Rz Ry Rx S).
+std::vector<std::vector<double>> SpatialAffine(const PatchDraw& draw, size_t dims);
 
 // `t` (..., *S) cut to `size` from `origin` on the last size.size() axes,
 // zero wherever the region leaves `t`.

@@ -8,7 +8,8 @@
 //     the same batches: every loss and every weight, poly LR across epochs;
 //   - the cases convert once (a second run converts none, a touched case
 //     alone again), nnU-Net's split is written and its fold held out, and the
-//     fold is filed where nnUNetv2_predict finds it and segments a case;
+//     fold is filed where nnUNetv2_predict finds it and segments a case, with
+//     nnU-Net's validation folder that nnUNetv2_find_best_configuration reads;
 //   - a missing dataset, plans or configuration, or a fold outside 0..4, is
 //     one line naming the path and what to run, exit 2.
 #include <gtest/gtest.h>
@@ -176,6 +177,36 @@ TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor)
                         "../dataset_fingerprint.json"})
     EXPECT_TRUE(fs::exists(fold / f)) << (fold / f);
 
+  // nnU-Net's validation folder, as nnUNetTrainer leaves it: each held-out
+  // case (splits_final.json's fold 0 `val`) in its original geometry, and
+  // summary.json from nnU-Net's own metrics.
+  EXPECT_NE(first.output.find("nnU-Net: validation of 2 cases in "), std::string::npos)
+      << first.output;
+  const std::string val = JsonField(Slurp(splits), "val");  // fold 0's: the first
+  for (size_t at = val.find('"'); at != std::string::npos; at = val.find('"', at + 1)) {
+    const size_t end = val.find('"', at + 1);
+    const std::string name = val.substr(at + 1, end - at - 1);
+    EXPECT_TRUE(fs::exists(fold / "validation" / (name + ".nii.gz"))) << name;
+    at = end;
+  }
+  const std::string summary = Slurp(fold / "validation/summary.json");
+  const double dice = std::stod(JsonField(JsonField(summary, "foreground_mean"), "Dice"));
+  EXPECT_GE(dice, 0.0) << summary;
+  EXPECT_LE(dice, 1.0) << summary;
+  EXPECT_FALSE(fs::exists(fold / "validation.staging"));
+  // ... which nnUNetv2_find_best_configuration reads for this trainer.
+  const CommandResult best = RunCommand(
+      {"/usr/bin/env", "nnUNet_results=" + (dir / "res"), "nnUNet_preprocessed=" + pre,
+       "nnUNet_raw=" + (dir / "raw"), SourcePath(".venv/bin/nnUNetv2_find_best_configuration"), "1",
+       "-c", "3d_fullres", "-tr", "nnUNetTrainerUnetPipeline", "-f", "0", "--disable_ensembling",
+       "-np", "1"},
+      600);
+  ASSERT_EQ(best.exit_code, 0) << best.output;
+  EXPECT_NE(best.output.find("*Best*: nnUNetTrainerUnetPipeline__nnUNetPlans__3d_fullres"),
+            std::string::npos)
+      << best.output;
+  EXPECT_TRUE(fs::exists(fs::path(dir / "res") / kDataset / "inference_instructions.txt"));
+
   // Up to date: a second command converts nothing; a touched case alone again.
   const CommandResult again =
       UpWith("batches", {"--out", dir / "b.pt", "--steps", "1"}, Set(dir, {"train.steps=1"}));
@@ -250,6 +281,24 @@ TEST_F(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
     EXPECT_NE(errors[0].find(c.says), std::string::npos) << errors[0];
     EXPECT_FALSE(fs::exists(dir / "run")) << "a refused config left a run folder";
   }
+  // A stage alone on the dataset before any train or batches converted it:
+  // the line says what converts it (not the cache's own advice).
+  std::vector<std::string> alone{BinPath("encoder_proc"),
+                                 "--standalone",
+                                 "--config",
+                                 SourcePath("tests/data/nnunet/empty.yaml"),
+                                 "--steps",
+                                 "1"};
+  for (const std::string& s : Set(dir)) alone.insert(alone.end(), {"--set", s});
+  const CommandResult unconverted = RunCommand(alone, 300);
+  EXPECT_EQ(unconverted.exit_code, 2) << unconverted.output;
+  EXPECT_NE(unconverted.output.find("its preprocessed cases are not converted yet"),
+            std::string::npos)
+      << unconverted.output;
+  EXPECT_NE(unconverted.output.find("`unet-pipeline train` or `unet-pipeline batches`"),
+            std::string::npos)
+      << unconverted.output;
+
   // The configuration planned but never preprocessed: its folder is missing.
   fs::remove_all(pre + "/" + kDataset + "/nnUNetPlans_3d_fullres");
   const CommandResult r = UpWith("train", {"--out", dir / "run"}, Set(dir));

@@ -401,7 +401,8 @@ TEST_F(SampleData, NiftiPatchesWithAugmentationTrainTheSameInThePipeline) {
     EXPECT_GE(std::stod(wait), 0.0);
   }
   const std::string dump = Slurp(dir / "single/config.yaml");
-  EXPECT_NE(dump.find("augment: [scale, rot90, mirror, noise, brightness, contrast, gamma]"),
+  EXPECT_NE(dump.find("augment: [scale, rotate, rot90, mirror, noise, blur, brightness, contrast, "
+                      "lowres, gamma_inverted, gamma]"),
             std::string::npos)
       << dump;
   EXPECT_NE(dump.find("foreground_fraction: 0.5"), std::string::npos) << dump;
@@ -409,10 +410,11 @@ TEST_F(SampleData, NiftiPatchesWithAugmentationTrainTheSameInThePipeline) {
 
 TEST(NiftiConfig, AugmentationsAreNamedFromTheList) {
   const CommandResult r = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
-                              "data.augment=[mirror,blur]"});
+                              "data.augment=[mirror,sharpen]"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("data.augment"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("'blur' is not one; expected a list of some of scale, rot90, mirror"),
+  EXPECT_NE(r.output.find(
+                "'sharpen' is not one; expected a list of some of scale, rotate, rot90, mirror"),
             std::string::npos)
       << r.output;
   const CommandResult f = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",

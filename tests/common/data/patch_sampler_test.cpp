@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/data/augment.h"
 
 namespace up {
@@ -25,7 +27,10 @@ bool SameDraw(const PatchDraw& a, const PatchDraw& b) {
   return a.foreground == b.foreground && a.class_u == b.class_u && a.voxel_u == b.voxel_u &&
          a.place_u == b.place_u && a.scale == b.scale && a.rot90 == b.rot90 && a.flip == b.flip &&
          a.noise_sigma == b.noise_sigma && a.noise_seed == b.noise_seed &&
-         a.brightness == b.brightness && a.contrast == b.contrast && a.gamma == b.gamma;
+         a.brightness == b.brightness && a.contrast == b.contrast && a.gamma == b.gamma &&
+         a.rotation == b.rotation && a.blur == b.blur && a.blur_seed == b.blur_seed &&
+         a.lowres == b.lowres && a.lowres_seed == b.lowres_seed &&
+         a.gamma_inverted == b.gamma_inverted;
 }
 
 TEST(DrawPatch, DependsOnSeedAndPositionOnly) {
@@ -69,6 +74,41 @@ TEST(DrawPatch, ForegroundShareAndAugmentationRatesAreNnunets) {
   EXPECT_NEAR(gamma / double(n), 0.3, 0.03);
   EXPECT_NEAR(flipped / double(n), 0.5, 0.03);
   EXPECT_NEAR(rotated / double(n), 0.75, 0.03);
+  // nnU-Net's later ones: rotation 0.2 (up to 30 degrees about each axis of
+  // an isotropic 3-D patch), blur 0.2, low resolution 0.25, inverted gamma 0.1.
+  int turned = 0, blurred = 0, low = 0, inverted = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    const PatchDraw d = DrawPatch(c, p);
+    if (!d.rotation.empty()) {
+      ++turned;
+      ASSERT_EQ(d.rotation.size(), 3u);
+      for (double a : d.rotation) EXPECT_LE(std::abs(a), M_PI / 6 + 1e-12);
+    }
+    blurred += d.blur;
+    low += d.lowres;
+    inverted += d.gamma_inverted != 1;
+  }
+  EXPECT_NEAR(turned / double(n), 0.2, 0.03);
+  EXPECT_NEAR(blurred / double(n), 0.2, 0.03);
+  EXPECT_NEAR(low / double(n), 0.25, 0.03);
+  EXPECT_NEAR(inverted / double(n), 0.1, 0.02);
+  // 2-D square and anisotropic 3-D (nnU-Net's dummy 2-D): one in-plane
+  // angle up to 180 degrees; a 2-D patch over 1.5x longer one way: 15.
+  double widest = 0;
+  for (int64_t p = 0; p < 400; ++p) {
+    const PatchDraw flat = DrawPatch(Cfg({8, 40, 40}, AugmentationNames()), p);
+    EXPECT_TRUE(flat.in_plane);
+    if (!flat.rotation.empty()) {
+      ASSERT_EQ(flat.rotation.size(), 1u);
+      widest = std::max(widest, std::abs(flat.rotation[0]));
+    }
+    const PatchDraw narrow = DrawPatch(Cfg({16, 32}, {"rotate"}), p);
+    if (!narrow.rotation.empty()) {
+      EXPECT_LE(std::abs(narrow.rotation[0]), M_PI / 12 + 1e-12);
+    }
+  }
+  EXPECT_GT(widest, M_PI / 2);
+  EXPECT_FALSE(DrawPatch(Cfg({16, 16, 16}, {}), 0).in_plane);
   // None and all; no rotation where the plane is not square.
   EXPECT_FALSE(DrawPatch(Cfg({16, 16}, {}, 0.0), 3).foreground);
   EXPECT_TRUE(DrawPatch(Cfg({16, 16}, {}, 1.0), 3).foreground);
@@ -166,6 +206,52 @@ TEST(CutPatch, SpatialAugmentationMovesImageAndMaskTogether) {
   EXPECT_LE(z.mask.max().item<int64_t>(), 3);
 }
 
+// Rotation resamples the case around the patch centre: a quarter turn is a
+// quarter turn of the plain cut (voxel centres land on voxel centres), the
+// mask moving with the image; in 3-D about axis 2 it turns the plane of axes
+// 0 and 1; scale and rotation compose as batchgeneratorsv2's R S.
+TEST(CutPatch, RotationTurnsImageAndMaskAboutThePatchCentre) {
+  torch::manual_seed(3);
+  const torch::Tensor image = torch::randn({2, 21, 21});
+  const torch::Tensor mask = torch::randint(0, 4, {21, 21}, torch::kInt64);
+  PatchDraw d = DrawPatch(Cfg({11, 11}, {}, 0.0), 4);
+  const Sample plain = CutPatch({image, mask, {}}, d, {11, 11});
+  d.rotation = {M_PI / 2};
+  const Sample turned = CutPatch({image, mask, {}}, d, {11, 11});
+  // Patch voxel p reads the case at R p: out(p0, p1) = plain(-p1, p0).
+  EXPECT_TRUE(torch::allclose(turned.image, torch::rot90(plain.image, 3, {1, 2}), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::equal(turned.mask, torch::rot90(plain.mask, 3, {0, 1})));
+
+  const torch::Tensor cube = torch::randn({1, 15, 15, 15});
+  PatchDraw e = DrawPatch(Cfg({9, 9, 9}, {}, 0.0), 1);
+  const Sample flat = CutPatch({cube, torch::Tensor(), {}}, e, {9, 9, 9});
+  e.rotation = {0.0, 0.0, M_PI / 2};
+  EXPECT_TRUE(torch::allclose(CutPatch({cube, torch::Tensor(), {}}, e, {9, 9, 9}).image,
+                              torch::rot90(flat.image, 3, {1, 2}), 1e-5, 1e-5));
+
+  e.rotation = {0.3, -0.2, 0.1};
+  e.scale = 1.2;
+  const std::vector<std::vector<double>> a = SpatialAffine(e, 3);
+  // R is a rotation: A A^T = scale^2 I.
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t j = 0; j < 3; ++j) {
+      double dot = 0;
+      for (size_t k = 0; k < 3; ++k) dot += a[i][k] * a[j][k];
+      EXPECT_NEAR(dot, i == j ? 1.44 : 0.0, 1e-12);
+    }
+  // About axis 0 first: a rotation about axis 0 alone leaves axis 0 fixed.
+  e.rotation = {0.4, 0.0, 0.0};
+  e.scale = 1;
+  EXPECT_NEAR(SpatialAffine(e, 3)[0][0], 1.0, 1e-12);
+  // A constant case stays constant inside it, whatever the angle.
+  e.rotation = {0.5, 0.2, -0.3};
+  const torch::Tensor ones = torch::ones({1, 40, 40, 40});
+  const Sample inside =
+      CutPatch({ones, torch::ones({40, 40, 40}, torch::kInt64), {}}, e, {9, 9, 9});
+  EXPECT_TRUE(torch::allclose(inside.image, torch::ones({1, 9, 9, 9}), 1e-5, 1e-5));
+  EXPECT_EQ(inside.mask.min().item<int64_t>(), 1);
+}
+
 TEST(CropWithPadding, ZeroOutsideTheTensor) {
   const torch::Tensor t = torch::arange(1, 7).view({1, 6}).to(torch::kFloat32);
   EXPECT_TRUE(torch::equal(CropWithPadding(t, {-2}, {4}), torch::tensor({{0.f, 0.f, 1.f, 2.f}})));
@@ -192,6 +278,49 @@ TEST(Augment, IntensityTransformsKeepWhatNnunetKeeps) {
   EXPECT_TRUE(torch::equal(AddNoise(x, 0.3, 9), AddNoise(x, 0.3, 9)));
   EXPECT_FALSE(torch::equal(AddNoise(x, 0.3, 9), AddNoise(x, 0.3, 10)));
   EXPECT_NEAR((AddNoise(x, 0.3, 9) - x).std().item<double>(), 0.3, 0.02);
+  // Inverted gamma: bends the top of the range, keeps mean and spread.
+  const torch::Tensor gi = AdjustGammaInverted(x, 1.4);
+  EXPECT_TRUE(torch::allclose(gi.mean(axes), x.mean(axes), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(gi.std(axes), x.std(axes), 1e-4, 1e-4));
+  EXPECT_FALSE(torch::allclose(gi, g, 1e-3, 1e-3));
+}
+
+TEST(Augment, BlurIsAUnitGaussianPerChannelAndAxis) {
+  // A delta in channel 0 spreads into a symmetric bump summing to 1, wider
+  // along the axis with the larger sigma; channel 1 has no sigmas: as it was.
+  torch::Tensor x = torch::zeros({2, 15, 15});
+  x[0][7][7] = 1;
+  x[1] = torch::randn({15, 15});
+  const torch::Tensor b = GaussianBlur(x, {{0.5, 1.0}, {}});
+  EXPECT_NEAR(b[0].sum().item<double>(), 1.0, 1e-5);
+  EXPECT_TRUE(torch::allclose(b[0], b[0].flip({0}), 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(b[0], b[0].flip({1}), 1e-6, 1e-7));
+  EXPECT_LT(b[0][6][7].item<float>(), b[0][7][6].item<float>());  // axis 1 wider
+  EXPECT_TRUE(torch::equal(b[1], x[1]));
+  // The kernel is sampled from exp(-x^2 / 2 sigma^2), normalised.
+  const double w1 = std::exp(-0.5 / 1.0), w2 = std::exp(-2.0 / 1.0), w3 = std::exp(-4.5);
+  EXPECT_NEAR(b[0][7][8].item<double>() / b[0][7][7].item<double>(), w1, 1e-5);
+  EXPECT_NEAR(b[0][7][9].item<double>() / b[0][7][7].item<double>(), w2, 1e-5);
+  EXPECT_NEAR(b[0][7][10].item<double>() / b[0][7][7].item<double>(), w3, 1e-5);
+  // A constant image stays constant (the borders reflect).
+  EXPECT_TRUE(torch::allclose(GaussianBlur(torch::full({1, 6, 7, 5}, 2.5), {{1, 1, 1}}),
+                              torch::full({1, 6, 7, 5}, 2.5), 1e-5, 1e-5));
+}
+
+TEST(Augment, LowResolutionKeepsTheShapeAndLosesDetail) {
+  // A checkerboard at half resolution is no longer one.
+  const torch::Tensor board =
+      ((torch::arange(16).view({16, 1}) + torch::arange(16).view({1, 16})) % 2)
+          .to(torch::kFloat32)
+          .unsqueeze(0);  // (1, 16, 16)
+  const torch::Tensor x = torch::cat({board, board});
+  const torch::Tensor low = SimulateLowResolution(x, {{0.5, 0.5}, {}});
+  EXPECT_EQ(low.sizes(), x.sizes());
+  EXPECT_FALSE(torch::allclose(low[0], board[0]));
+  EXPECT_TRUE(torch::equal(low[1], board[0]));
+  EXPECT_TRUE(torch::equal(SimulateLowResolution(x, {{1, 1}, {1, 1}}), x));
+  const torch::Tensor flat = torch::full({1, 10, 12, 8}, -1.5);
+  EXPECT_TRUE(torch::allclose(SimulateLowResolution(flat, {{0.6, 0.6, 0.6}}), flat));
 }
 
 }  // namespace
