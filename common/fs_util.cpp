@@ -90,4 +90,9 @@ std::string LastLineOf(const std::string& path) {
   return last;
 }
 
+RemoveOnExit::~RemoveOnExit() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace up

@@ -74,10 +74,19 @@ def dice(tr):
     return s["foreground_mean"]["Dice"], {k: v["Dice"] for k, v in s["mean"].items()}
 ours, ours_cls = dice("nnUNetTrainerUnetPipeline")
 theirs, theirs_cls = dice(trainer)
-out = {"unet_pipeline": {"dice": ours, "per_label": ours_cls, "train_s": int(ours_s)},
-       "nnunet": {"trainer": trainer, "dice": theirs, "per_label": theirs_cls, "train_s": int(theirs_s)},
+# Each trainer's own end-of-training validation (fold_0/validation/summary.json:
+# nnUNetTrainer's perform_actual_validation, and ours through nnU-Net's code).
+def validation(tr):
+    path = "%s/results/Dataset001_Sample/%s__nnUNetPlans__3d_fullres/fold_0/validation/summary.json"
+    return json.load(open(path % (work, tr)))["foreground_mean"]["Dice"]
+out = {"unet_pipeline": {"dice": ours, "per_label": ours_cls, "train_s": int(ours_s),
+                         "validation_dice": validation("nnUNetTrainerUnetPipeline")},
+       "nnunet": {"trainer": trainer, "dice": theirs, "per_label": theirs_cls, "train_s": int(theirs_s),
+                  "validation_dice": validation(trainer)},
        "difference": ours - theirs}
 json.dump(out, open(work + "/e2e.json", "w"), indent=1)
 print("mean foreground Dice on fold 0's validation cases: unet-pipeline %.4f (%s s to train), "
       "nnU-Net %s %.4f (%s s); difference %+.4f" % (ours, ours_s, trainer, theirs, theirs_s, ours - theirs))
+print("each trainer's own validation folder (nnU-Net's metrics): unet-pipeline %.4f, nnU-Net %.4f"
+      % (out["unet_pipeline"]["validation_dice"], out["nnunet"]["validation_dice"]))
 PY

@@ -88,7 +88,15 @@ torch::Tensor SimulateLowResolution(const torch::Tensor& image,
         changes = changes || low.back() != size[a];
       }
       if (changes) {
-        ch = F::interpolate(ch, F::InterpolateFuncOptions().size(low).mode(torch::kNearestExact));
+        // 'nearest-exact' down: output voxel j reads input voxel (j + 0.5) * in / out.
+        for (size_t a = 0; a < size.size(); ++a) {
+          const torch::Tensor at = ((torch::arange(low[a], torch::kFloat64) + 0.5) *
+                                    (static_cast<double>(size[a]) / low[a]))
+                                       .floor()
+                                       .clamp_max(static_cast<double>(size[a] - 1))
+                                       .to(torch::kLong);
+          ch = ch.index_select(static_cast<int64_t>(2 + a), at);
+        }
         F::InterpolateFuncOptions up = F::InterpolateFuncOptions().size(size).align_corners(false);
         if (dims == 3) {
           up.mode(torch::kTrilinear);

@@ -156,13 +156,7 @@ std::string WriteNnunetResults(const std::string& run_dir, const Config& config)
   const fs::path old = trainer / (fold_name + ".old");
   fs::remove_all(staging, ec);
   fs::create_directories(staging);
-  struct Cleanup {
-    fs::path path;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(path, e);
-    }
-  } cleanup{staging};
+  const RemoveOnExit cleanup(staging.string());
   SavePickledValue((staging / "checkpoint_final.pth").string(),
                    NnunetCheckpoint(final_model, ds.configuration, d.fold));
   if (has_best) {
@@ -227,13 +221,7 @@ void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& o)
   const fs::path staging = out.string() + ".staging";
   fs::remove_all(staging, ec);
   fs::create_directories(staging / "fold_0");
-  struct Cleanup {
-    fs::path path;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(path, e);
-    }
-  } cleanup{staging};
+  const RemoveOnExit cleanup(staging.string());
   WriteFileAtomic((staging / "plans.json").string(), ReadFile(plans));
   WriteFileAtomic((staging / "dataset.json").string(), dataset);
 

@@ -24,13 +24,7 @@ NnunetValidation WriteNnunetValidation(const std::string& fold_dir, const std::s
   const fs::path done = fold / "validation";
   std::error_code ec;
   fs::remove_all(staging, ec);
-  struct Cleanup {
-    fs::path path;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(path, e);
-    }
-  } cleanup{staging};
+  const RemoveOnExit cleanup(staging.string());
   const std::string device = config.pipeline.encoder.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
   const std::string request = (fs::path(run_dir) / "nnunet_validation-request.json").string();
   const std::string log = (fs::path(run_dir) / "nnunet_validation.log").string();

@@ -243,8 +243,8 @@ INSTANTIATE_TEST_SUITE_P(
             "of step 3",
             false, true},
         // Two replicas: a stage of replica 1 at start-up, in its backward
-        // (replica 0's copy then waits in the gradient exchange), in the
-        // step after it; replica 0 while it writes the one checkpoint.
+        // (replica 0's copy then waits in the gradient exchange), and in the
+        // step after it.
         KillCase{"encoder.r1:start", 1,
                  "encoder stage of replica 1 killed by signal 9 \\(SIGKILL\\) during start-up "
                  "before step 2",
@@ -256,10 +256,6 @@ INSTANTIATE_TEST_SUITE_P(
         KillCase{"decoder.r1:step:3", 1,
                  "decoder stage of replica 1 killed by signal 9 \\(SIGKILL\\) during decoder.r1 "
                  "turn \\[FB0 FB1 S\\] of step 3",
-                 false, false, true},
-        KillCase{"decoder:save:2", 1,
-                 "decoder stage of replica 0 killed by signal 9 \\(SIGKILL\\) during checkpoint "
-                 "of step 2",
                  false, false, true}),
     [](const auto& info) {
       std::string name = info.param.hook;

@@ -161,6 +161,8 @@ TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor)
                                 "train.threads=1"};
   const CommandResult first = RunCommand(argv, 600);
   ASSERT_EQ(first.exit_code, 0) << first.output;
+  // Every augmentation of nnUNetTrainer's ran, and none of them warned.
+  EXPECT_EQ(first.output.find("Warning"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("converting 6 of 6 cases"), std::string::npos) << first.output;
   ASSERT_TRUE(fs::exists(splits));  // nnU-Net's own 5-fold split
   // Fold 0 of 6 cases holds out 2, which validation scores.

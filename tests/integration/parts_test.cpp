@@ -237,11 +237,15 @@ TEST(Parts, BalanceByTimeCutsWhereThePartsTakeEvenTimes) {
   for (const auto& a : Sets({"train.steps=3", "train.micro_batches=2"})) straight.push_back(a);
   ASSERT_EQ(Train(straight).exit_code, 0);
 
-  std::vector<std::string> first{"--config", config, "--out", dir / "timed"};
-  for (const auto& a : Sets({"train.steps=2", "pipeline.encoder_parts=3", "pipeline.balance=time",
-                             "train.micro_batches=2", "pipeline.decoder_parts=2"}))
-    first.push_back(a);
-  const CommandResult r = Train(first);
+  // The tiny U-Net, its decoder in two parts cut by time, and `keys`.
+  auto timed = [&](const std::string& out, std::vector<std::string> keys) {
+    keys.insert(keys.end(),
+                {"pipeline.balance=time", "train.micro_batches=2", "pipeline.decoder_parts=2"});
+    std::vector<std::string> args{"--config", config, "--out", dir / out};
+    for (const std::string& a : Sets(keys)) args.push_back(a);
+    return Train(args);
+  };
+  const CommandResult r = timed("timed", {"train.steps=2", "pipeline.encoder_parts=3"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pipeline.balance time: encoder levels 0-4 take "), std::string::npos)
       << r.output;
@@ -283,11 +287,7 @@ TEST(Parts, BalanceByTimeCutsWhereThePartsTakeEvenTimes) {
   ExpectNothingLeft(dir / "timed");
 
   // A half with cuts of its own keeps them; the other is cut by time.
-  std::vector<std::string> given{"--config", config, "--out", dir / "given"};
-  for (const auto& a : Sets({"train.steps=1", "pipeline.cuts.encoder=[1]", "pipeline.balance=time",
-                             "train.micro_batches=2", "pipeline.decoder_parts=2"}))
-    given.push_back(a);
-  const CommandResult g = Train(given);
+  const CommandResult g = timed("given", {"train.steps=1", "pipeline.cuts.encoder=[1]"});
   ASSERT_EQ(g.exit_code, 0) << g.output;
   const std::string given_yaml = Slurp(dir / "given/config.yaml");
   EXPECT_NE(given_yaml.find("encoder: [1]"), std::string::npos) << given_yaml;
