@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace up {
 
@@ -70,6 +71,18 @@ class JsonWriter {
       }
     }
     return out + "\"";
+  }
+
+  // `v` as a JSON array of numbers, each as FormatDouble writes it.
+  static std::string Array(const std::vector<double>& v) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + FormatDouble(v[i]);
+    return out + "]";
+  }
+  static std::string Array(const std::vector<int>& v) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    return out + "]";
   }
 
   // `v` as a JSON number that round-trips, or null when not finite.

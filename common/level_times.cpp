@@ -25,9 +25,11 @@ std::vector<int64_t> Micros(const std::vector<double>& ms) {
 
 std::string LevelTimesJson(const std::string& half, const std::vector<double>& ms,
                            const std::string& device) {
-  std::string list = "[";
-  for (size_t i = 0; i < ms.size(); ++i) list += (i ? "," : "") + JsonWriter::FormatDouble(ms[i]);
-  return JsonWriter().Field("half", half).Field("device", device).Raw("ms", list + "]").str() +
+  return JsonWriter()
+             .Field("half", half)
+             .Field("device", device)
+             .Raw("ms", JsonWriter::Array(ms))
+             .str() +
          "\n";
 }
 

@@ -30,18 +30,6 @@ std::string Ms(const std::vector<double>& ms, bool reversed) {
   return out;
 }
 
-std::string IntsJson(const std::vector<int>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-  return out + "]";
-}
-
-std::string MsJson(const std::vector<double>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + JsonWriter::FormatDouble(v[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 std::optional<LevelTimes> BalanceByTime(Config* config) {
@@ -103,13 +91,13 @@ std::string DescribeTimeBalance(const LevelTimes& times, const Config& config) {
 std::string LevelTimesFile(const LevelTimes& times, const Config& config) {
   const PipelineLayout layout = ResolveLayout(config);
   return JsonWriter()
-             .Raw("encoder_ms", MsJson(times.encoder_ms))
-             .Raw("decoder_ms", MsJson(times.decoder_ms))
+             .Raw("encoder_ms", JsonWriter::Array(times.encoder_ms))
+             .Raw("decoder_ms", JsonWriter::Array(times.decoder_ms))
              .Field("encoder_device", times.encoder_device)
              .Field("decoder_device", times.decoder_device)
-             .Raw("encoder_cuts", IntsJson(layout.encoder_cuts))
-             .Raw("decoder_cuts", IntsJson(layout.decoder_cuts))
-             .Raw("part_ms", MsJson(PartTimes(times, layout)))
+             .Raw("encoder_cuts", JsonWriter::Array(layout.encoder_cuts))
+             .Raw("decoder_cuts", JsonWriter::Array(layout.decoder_cuts))
+             .Raw("part_ms", JsonWriter::Array(PartTimes(times, layout)))
              .str() +
          "\n";
 }

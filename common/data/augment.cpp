@@ -71,10 +71,21 @@ torch::Tensor GaussianBlur(const torch::Tensor& image,
   return torch::cat(channels, 0);
 }
 
+torch::Tensor ResizeLinear(const torch::Tensor& x, const std::vector<int64_t>& size) {
+  namespace F = torch::nn::functional;
+  F::InterpolateFuncOptions linear = F::InterpolateFuncOptions().size(size).align_corners(false);
+  if (size.size() == 3) {
+    linear.mode(torch::kTrilinear);
+  } else if (size.size() == 2) {
+    linear.mode(torch::kBilinear);
+  } else {
+    linear.mode(torch::kLinear);
+  }
+  return F::interpolate(x, linear);
+}
+
 torch::Tensor SimulateLowResolution(const torch::Tensor& image,
                                     const std::vector<std::vector<double>>& scales) {
-  namespace F = torch::nn::functional;
-  const int64_t dims = image.dim() - 1;
   const std::vector<int64_t> size(image.sizes().begin() + 1, image.sizes().end());
   std::vector<torch::Tensor> channels;
   for (int64_t c = 0; c < image.size(0); ++c) {
@@ -97,15 +108,7 @@ torch::Tensor SimulateLowResolution(const torch::Tensor& image,
                                        .to(torch::kLong);
           ch = ch.index_select(static_cast<int64_t>(2 + a), at);
         }
-        F::InterpolateFuncOptions up = F::InterpolateFuncOptions().size(size).align_corners(false);
-        if (dims == 3) {
-          up.mode(torch::kTrilinear);
-        } else if (dims == 2) {
-          up.mode(torch::kBilinear);
-        } else {
-          up.mode(torch::kLinear);
-        }
-        ch = F::interpolate(ch, up);
+        ch = ResizeLinear(ch, size);
       }
     }
     channels.push_back(ch[0]);

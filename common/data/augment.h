@@ -39,6 +39,10 @@ torch::Tensor AdjustGammaInverted(const torch::Tensor& image, double gamma);
 // (no entries: channel c as it is).
 torch::Tensor GaussianBlur(const torch::Tensor& image,
                            const std::vector<std::vector<double>>& sigmas);
+// x (N, C, *S) resized to `size` (*S') by linear, bilinear or trilinear
+// interpolation as S has 1, 2 or 3 axes (align_corners false): the image
+// side of scaling a patch and of simulating low resolution.
+torch::Tensor ResizeLinear(const torch::Tensor& x, const std::vector<int64_t>& size);
 // image (C, *S) with channel c resampled down to round(S * scales[c][a])
 // (nearest) and back up to S (linear); a scale of 1 on every axis (or no
 // entries) leaves the channel as it is.

@@ -38,6 +38,10 @@ std::vector<int64_t> Unravel(int64_t index, const std::vector<int64_t>& shape) {
   return at;
 }
 
+// A gamma in [0.7, 1.5) from u in [0, 1): half the draws below 1, half
+// above, as nnU-Net's BGContrast((0.7, 1.5)).
+double GammaOf(double u) { return u < 0.5 ? 0.7 + 0.6 * u : 1.0 + (u - 0.5); }
+
 }  // namespace
 
 PatchDraw DrawPatch(const Config& config, int64_t position) {
@@ -97,8 +101,7 @@ PatchDraw DrawPatch(const Config& config, int64_t position) {
   }
   if (Has(on, "brightness") && bright_p < 0.15) d.brightness = 0.75 + 0.5 * bright_v;
   if (Has(on, "contrast") && contrast_p < 0.15) d.contrast = 0.75 + 0.5 * contrast_v;
-  if (Has(on, "gamma") && gamma_p < 0.3)  // half below 1, half above, as nnU-Net
-    d.gamma = gamma_v < 0.5 ? 0.7 + 0.6 * gamma_v : 1.0 + (gamma_v - 0.5);
+  if (Has(on, "gamma") && gamma_p < 0.3) d.gamma = GammaOf(gamma_v);
   if (Has(on, "blur") && blur_p < 0.2) {
     d.blur = true;
     d.blur_seed = blur_seed;
@@ -107,8 +110,7 @@ PatchDraw DrawPatch(const Config& config, int64_t position) {
     d.lowres = true;
     d.lowres_seed = lowres_seed;
   }
-  if (Has(on, "gamma_inverted") && gamma_inv_p < 0.1)
-    d.gamma_inverted = gamma_inv_v < 0.5 ? 0.7 + 0.6 * gamma_inv_v : 1.0 + (gamma_inv_v - 0.5);
+  if (Has(on, "gamma_inverted") && gamma_inv_p < 0.1) d.gamma_inverted = GammaOf(gamma_inv_v);
   return d;
 }
 
@@ -299,18 +301,7 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
   }
   if (region != target) {
     namespace F = torch::nn::functional;
-    if (out.image.defined()) {
-      F::InterpolateFuncOptions linear =
-          F::InterpolateFuncOptions().size(target).align_corners(false);
-      if (dims == 3) {
-        linear.mode(torch::kTrilinear);
-      } else if (dims == 2) {
-        linear.mode(torch::kBilinear);
-      } else {
-        linear.mode(torch::kLinear);
-      }
-      out.image = F::interpolate(out.image.unsqueeze(0), linear)[0];
-    }
+    if (out.image.defined()) out.image = ResizeLinear(out.image.unsqueeze(0), target)[0];
     if (out.mask.defined()) {
       out.mask =
           F::interpolate(out.mask.unsqueeze(0).unsqueeze(0).to(torch::kFloat32),
