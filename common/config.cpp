@@ -996,10 +996,6 @@ void CheckNnunetModel(const Reader& r, const Config& c, const std::optional<Nnun
     r.FailAt("model.num_classes", "",
              ds.name + "'s dataset.json has " + std::to_string(classes) +
                  " labels; leave model.num_classes out or set it to " + std::to_string(classes));
-  if (c.model.dims != 3)
-    r.FailAt("data.configuration", Quote(c.data.configuration),
-             "is a 2-D configuration; data.kind = nnunet trains 3-D configurations "
-             "(3d_fullres, 3d_lowres) for now");
 }
 
 void ReadData(const Reader& r, int dims, DataConfig* d) {
@@ -1200,11 +1196,8 @@ void CheckConsistency(const Reader& r, const Config& c) {
              "3-D volumes");
   }
   if (c.data.kind == "nifti") {
-    // BraTS: four modalities in, labels 0, 1, 2, 4 out (classes 0..3).
-    if (m.dims != 3) {
-      r.FailAt("model.dims", std::to_string(m.dims),
-               "must be 3 when data.kind = nifti (3-D volumes); set --set model.dims=3");
-    }
+    // BraTS: four modalities in, labels 0, 1, 2, 4 out (classes 0..3);
+    // model.dims 2 trains on slices of the volumes.
     if (m.in_channels != 4) {
       r.FailAt("model.in_channels", std::to_string(m.in_channels),
                "must be 4 when data.kind = nifti (flair, t1, t1ce, t2)");
@@ -1213,10 +1206,6 @@ void CheckConsistency(const Reader& r, const Config& c) {
       r.FailAt("model.num_classes", std::to_string(m.num_classes),
                "must be 4 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become classes 0..3)");
     }
-  }
-  if (c.data.kind == "cache" && m.dims != 3) {
-    r.FailAt("model.dims", std::to_string(m.dims),
-             "must be 3 when data.kind = cache (preprocessed 3-D volumes); set --set model.dims=3");
   }
   if (m.kind != "classic") {
     const std::vector<int> total = PatchMultiple(m);

@@ -179,6 +179,12 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
                      "' (it has " + (names.empty() ? "none" : names) + ")");
   }
   YAML::Node c = configs[configuration];
+  if (c["previous_stage"].IsDefined() && !c["previous_stage"].IsNull()) {
+    throw UsageError("data.configuration = " + configuration + ": a cascade stage (it takes " +
+                     c["previous_stage"].Scalar() +
+                     "'s predictions as an input), which is not built; train " +
+                     c["previous_stage"].Scalar() + " or 3d_fullres");
+  }
   std::set<std::string> seen{configuration};
   while (!c["data_identifier"].IsDefined() && c["inherits_from"].IsDefined()) {
     const std::string parent = c["inherits_from"].Scalar();

@@ -5,6 +5,14 @@
 
 namespace up {
 
+std::vector<int64_t> WindowFor(const std::vector<int64_t>& spatial,
+                               const std::vector<int64_t>& window) {
+  if (window.size() + 1 != spatial.size()) return window;
+  std::vector<int64_t> out{1};
+  out.insert(out.end(), window.begin(), window.end());
+  return out;
+}
+
 std::vector<int64_t> WindowStarts(int64_t size, int64_t window, double overlap) {
   if (size <= window) return {0};
   const int64_t step =
@@ -28,7 +36,8 @@ std::vector<int64_t> PaddedSize(const std::vector<int64_t>& spatial,
 }
 
 std::vector<std::vector<int64_t>> WindowGrid(const std::vector<int64_t>& spatial,
-                                             const std::vector<int64_t>& window, double overlap) {
+                                             const std::vector<int64_t>& asked, double overlap) {
+  const std::vector<int64_t> window = WindowFor(spatial, asked);
   const std::vector<int64_t> padded = PaddedSize(spatial, window);
   std::vector<std::vector<int64_t>> out{{}};
   for (size_t a = 0; a < padded.size(); ++a) {

@@ -17,6 +17,13 @@
 
 namespace up {
 
+// The window over an image of `spatial` size: `window` itself, or, for a
+// 2-D window over a 3-D image (a 2-D network on volumes, as nnU-Net's 2d
+// configuration), the window one slice deep, {1, h, w}, so the image is
+// predicted slice by slice.
+std::vector<int64_t> WindowFor(const std::vector<int64_t>& spatial,
+                               const std::vector<int64_t>& window);
+
 // Start of each window along one axis of `size` voxels (size >= window):
 // 0, step, 2*step, ... with step = floor(window * (1 - overlap)) (at least
 // 1; the whole axis when size == window), the last one moved back so it
@@ -28,7 +35,7 @@ std::vector<int64_t> PaddedSize(const std::vector<int64_t>& spatial,
                                 const std::vector<int64_t>& window);
 
 // Every window's start over an image of `spatial` size (before padding),
-// the last axis varying fastest.
+// the last axis varying fastest (a window one axis short: WindowFor's).
 std::vector<std::vector<int64_t>> WindowGrid(const std::vector<int64_t>& spatial,
                                              const std::vector<int64_t>& window, double overlap);
 

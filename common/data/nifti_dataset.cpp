@@ -175,10 +175,10 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
 }
 
 NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) {
-  if (model.dims != 3 || model.in_channels != 4 || model.num_classes != 4) {
+  if (model.in_channels != 4 || model.num_classes != 4) {
     throw UsageError(
-        "data.kind = nifti needs model.dims = 3, model.in_channels = 4 and "
-        "model.num_classes = 4 (BraTS); set them with --set");
+        "data.kind = nifti needs model.in_channels = 4 and model.num_classes = 4 (BraTS); set "
+        "them with --set");
   }
   std::error_code ec;
   if (!fs::is_directory(data.path, ec)) {

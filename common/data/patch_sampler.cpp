@@ -74,6 +74,7 @@ PatchDraw DrawPatch(const Config& config, int64_t position) {
   const double lowres_p = Uniform(state);
   const uint64_t lowres_seed = SplitMix(state);
   const double gamma_inv_p = Uniform(state), gamma_inv_v = Uniform(state);
+  d.slice_u = Uniform(state);
 
   const std::vector<std::string>& on = data.augment;
   // nnU-Net's dummy 2-D augmentation (configure_rotation_dummyDA_mirroring_
@@ -277,11 +278,10 @@ std::vector<std::vector<double>> PerChannel(uint64_t seed, int64_t channels, siz
   return out;
 }
 
-}  // namespace
-
-Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch) {
+// CutPatch with the patch's origin given.
+Sample CutPatchAt(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch,
+                  const std::vector<int64_t>& origin) {
   const size_t dims = patch.size();
-  const std::vector<int64_t> origin = PatchOrigin(draw, whole, patch);
   // With scaling, the region of the case around the same centre that the
   // patch shows, resampled to the patch (axis 0 stays in-plane only).
   std::vector<int64_t> region(dims), start(dims), target(patch.begin(), patch.end());
@@ -346,6 +346,27 @@ Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<in
   }
   if (out.mask.defined()) out.mask = out.mask.contiguous();
   return out;
+}
+
+}  // namespace
+
+Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch) {
+  const size_t dims = patch.size();
+  const bool slice_wise = whole.mask.defined()
+                              ? whole.mask.dim() == static_cast<int64_t>(dims) + 1
+                              : whole.image.dim() == static_cast<int64_t>(dims) + 2;
+  if (!slice_wise) return CutPatchAt(whole, draw, patch, PatchOrigin(draw, whole, patch));
+  // A patch one slice deep, placed as any (a foreground draw: in the chosen
+  // voxel's slice, centred on it), then that slice cut as a 2-D case.
+  PatchDraw deep = draw;
+  deep.place_u.insert(deep.place_u.begin(), draw.slice_u);
+  std::vector<int> one_deep{1};
+  one_deep.insert(one_deep.end(), patch.begin(), patch.end());
+  const std::vector<int64_t> origin = PatchOrigin(deep, whole, one_deep);
+  Sample slice;
+  if (whole.image.defined()) slice.image = whole.image.select(1, origin[0]);  // (C, H, W)
+  if (whole.mask.defined()) slice.mask = whole.mask.select(0, origin[0]);     // (H, W)
+  return CutPatchAt(slice, draw, patch, {origin.begin() + 1, origin.end()});
 }
 
 }  // namespace up

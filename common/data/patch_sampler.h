@@ -13,6 +13,11 @@
 // uniform), the rest lie uniformly inside the case; a case smaller than the
 // patch on an axis is centred in it and zero-padded. The augmentations and
 // their probabilities follow nnU-Net's defaults (augment.h).
+//
+// A 2-D patch of a 3-D case (a 2-D network on volumes, nnU-Net's 2d
+// configuration) is cut as nnU-Net's data loader cuts it: a patch one slice
+// deep placed as above (a foreground draw picks the slice of the chosen
+// voxel), that slice then cut and augmented as a 2-D case.
 #pragma once
 
 #include <torch/torch.h>
@@ -30,6 +35,7 @@ struct PatchDraw {
   double class_u = 0;           // [0, 1): which present foreground class
   double voxel_u = 0;           // [0, 1): which voxel of that class
   std::vector<double> place_u;  // [0, 1) per axis: where a random patch lies
+  double slice_u = 0;           // [0, 1): which slice a 2-D patch of a volume lies in
 
   // Spatial augmentation (identity values when off or not drawn).
   double scale = 1;  // the patch shows patch*scale voxels of the case
@@ -73,7 +79,8 @@ std::vector<int64_t> PatchOrigin(const PatchDraw& draw, const Sample& whole,
 // The patch of `whole` (image (C, *S') and mask (*S'); either may be
 // undefined when a process needs only one, the mask only when the case has
 // class locations) that `draw` describes: image (C, *patch) float32, mask
-// (*patch) int64.
+// (*patch) int64. *S' has as many axes as the patch, or one more (a 2-D
+// patch of a volume).
 Sample CutPatch(const Sample& whole, const PatchDraw& draw, const std::vector<int>& patch);
 
 // The matrix mapping a patch voxel's offset from the patch centre to the

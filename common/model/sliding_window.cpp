@@ -10,9 +10,10 @@ namespace up {
 namespace {
 
 void CheckOptions(size_t axes, const SlidingWindowOptions& o) {
-  if (o.window.size() != axes) {
+  if (o.window.size() != axes && o.window.size() + 1 != axes) {
     throw std::invalid_argument("sliding window: a window of " + std::to_string(o.window.size()) +
-                                " axes for an image of " + std::to_string(axes));
+                                " axes for an image of " + std::to_string(axes) +
+                                " (the same, or one more: slice by slice)");
   }
   for (int64_t w : o.window) {
     if (w < 1) throw std::invalid_argument("sliding window: window sizes must be >= 1");
@@ -83,6 +84,8 @@ torch::Tensor ImportanceMap(const std::vector<int64_t>& window, bool gaussian, d
 SlidingWindow::SlidingWindow(std::vector<int64_t> spatial, const SlidingWindowOptions& options)
     : spatial_(std::move(spatial)), options_(options) {
   CheckOptions(spatial_.size(), options_);
+  options_.window = WindowFor(spatial_, options.window);
+  slices_ = options_.window.size() != options.window.size();
   padded_ = PaddedSize(spatial_, options_.window);
   for (size_t a = 0; a < spatial_.size(); ++a) before_.push_back((padded_[a] - spatial_[a]) / 2);
   starts_ = WindowGrid(spatial_, options_.window, options_.overlap);
@@ -110,10 +113,12 @@ torch::Tensor SlidingWindow::Windows(const torch::Tensor& padded, int64_t first,
     shape.insert(shape.end(), options_.window.begin(), options_.window.end());
     windows.push_back(torch::zeros(shape, padded.options()));
   }
-  return torch::cat(windows);
+  const torch::Tensor out = torch::cat(windows);  // (n, C, *w)
+  return slices_ ? out.squeeze(2) : out;
 }
 
-void SlidingWindow::Blend(int64_t first, int64_t count, const torch::Tensor& logits) {
+void SlidingWindow::Blend(int64_t first, int64_t count, const torch::Tensor& network_logits) {
+  const torch::Tensor logits = slices_ ? network_logits.unsqueeze(2) : network_logits;
   if (!sum_.defined()) {
     const auto f32 = logits.options().dtype(torch::kFloat32);
     std::vector<int64_t> shape{1, logits.size(1)};

@@ -23,13 +23,17 @@
 
 namespace up {
 
+// A window of one axis fewer than the image (a 2-D network over a volume)
+// slides slice by slice: one slice deep (window_grid.h's WindowFor), and the
+// network sees and returns 2-D windows.
 struct SlidingWindowOptions {
-  std::vector<int64_t> window;  // spatial size of a window, one entry per axis
-  double overlap = 0.5;         // fraction of a window shared with its neighbour, [0, 1)
-  int batch = 1;                // windows per network call (MONAI's sw_batch_size), >= 1
-  bool gaussian = true;         // Gaussian importance (else every voxel weighs 1)
-  double sigma_scale = 0.125;   // Gaussian sigma = sigma_scale * window, per axis
-  bool mirror = false;          // test-time mirroring: the mean over every flip of the axes
+  std::vector<int64_t>
+      window;            // spatial size of a window, an entry per axis (or per axis but the first)
+  double overlap = 0.5;  // fraction of a window shared with its neighbour, [0, 1)
+  int batch = 1;         // windows per network call (MONAI's sw_batch_size), >= 1
+  bool gaussian = true;  // Gaussian importance (else every voxel weighs 1)
+  double sigma_scale = 0.125;  // Gaussian sigma = sigma_scale * window, per axis
+  bool mirror = false;         // test-time mirroring: the mean over every flip of the axes
 };
 
 // The importance of each voxel of a window: (*window) float32.
@@ -50,7 +54,8 @@ class SlidingWindow {
   // `image` (1, C, *S) zero-padded, half before and half after, on every
   // axis shorter than the window: (1, C, *P).
   torch::Tensor Pad(const torch::Tensor& image) const;
-  // Windows [first, first + count) of a padded image: (count, C, *w); with
+  // Windows [first, first + count) of a padded image: (count, C, *w) (*w
+  // the options' window: 2-D slices of a volume under a 2-D window); with
   // `fill` > count, zero windows follow up to `fill` rows.
   torch::Tensor Windows(const torch::Tensor& padded, int64_t first, int64_t count,
                         int64_t fill = 0) const;
@@ -63,8 +68,9 @@ class SlidingWindow {
  private:
   std::vector<int64_t> spatial_;  // the image's, before padding
   std::vector<int64_t> padded_;
-  std::vector<int64_t> before_;  // padding before each axis
-  SlidingWindowOptions options_;
+  std::vector<int64_t> before_;   // padding before each axis
+  SlidingWindowOptions options_;  // its window as many axes as the image
+  bool slices_ = false;           // the window asked for lacks axis 0
   std::vector<std::vector<int64_t>> starts_;
   torch::Tensor weight_;  // (1, 1, *w)
   torch::Tensor sum_;     // (1, K, *P)

@@ -320,7 +320,10 @@ int PredictCommand(int argc, char** argv) {
     throw UsageError("--blend " + blend + ": must be gaussian or constant");
 
   TrainedModel model = LoadTrainedModel(args["checkpoint"].as<std::string>());
-  const int dims = model.config.model.dims;
+  // A network trained on volumes predicts volumes, a 2-D one slice by slice.
+  const std::string& kind = model.config.data.kind;
+  const bool volumes = kind == "nifti" || kind == "cache" || kind == "nnunet";
+  const int dims = volumes ? 3 : model.config.model.dims;
   const std::vector<std::string> inputs = ListPredictInputs(args["input"].as<std::string>(), dims);
   const fs::path out(args["out"].as<std::string>());
   std::error_code ec;

@@ -24,9 +24,10 @@
 
 namespace up {
 
-// The inputs `path` names for a model of `dims`: a .png file or a folder of
+// The inputs `path` names for images of `dims`: a .png file or a folder of
 // them (or a dataset root holding images/) for 2-D; a BraTS case folder or a
-// folder of cases for 3-D. Sorted. UsageError when there are none.
+// folder of cases for 3-D (a 2-D network trained on volumes predicts them
+// slice by slice). Sorted. UsageError when there are none.
 std::vector<std::string> ListPredictInputs(const std::string& path, int dims);
 
 int PredictCommand(int argc, char** argv);

@@ -493,7 +493,10 @@ TEST(ConfigValidationTest, NiftiNeedsPathAndTheBratsModel) {
     v.push_back(extra);
     return SetError(v);
   };
-  EXPECT_HAS(with("model.dims=2"), "model.dims = 2: must be 3 when data.kind = nifti");
+  // A 2-D network trains on slices of the volumes.
+  std::vector<std::string> slices = ok;
+  slices.push_back("model.dims=2");
+  EXPECT_EQ(LoadConfig("", slices).data.size, (std::vector<int>{32, 32}));
   EXPECT_HAS(with("model.in_channels=3"),
              "model.in_channels = 3: must be 4 when data.kind = nifti");
   EXPECT_HAS(with("model.num_classes=3"),

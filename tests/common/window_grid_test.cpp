@@ -26,5 +26,15 @@ TEST(ValidationPlan, BatchesEachCaseApartAndMarksItsLast) {
   EXPECT_TRUE(ValidationPlan({}, {32, 32}, 0.5, 2).empty());
 }
 
+TEST(WindowFor, ATwoDWindowOverAVolumeIsOneSliceDeep) {
+  EXPECT_EQ(WindowFor({5, 40, 40}, {32, 32}), (std::vector<int64_t>{1, 32, 32}));
+  EXPECT_EQ(WindowFor({40, 40}, {32, 32}), (std::vector<int64_t>{32, 32}));
+  // Every slice, each with the 2-D grid: 3 slices x 4 windows.
+  const auto grid = WindowGrid({3, 40, 40}, {32, 32}, 0.5);
+  ASSERT_EQ(grid.size(), 12u);
+  EXPECT_EQ(grid[4], (std::vector<int64_t>{1, 0, 0}));
+  EXPECT_EQ(ValidationPlan({{3, 40, 40}}, {32, 32}, 0.5, 5).size(), 3u);
+}
+
 }  // namespace
 }  // namespace up

@@ -89,51 +89,109 @@ std::string Losses(const std::string& run) {
   return out;
 }
 
-TEST_F(NnunetWorkflow, FiveStepsEqualNnunetTrainerItselfInBothTrainers) {
-  // Epochs of 2 steps: the poly schedule lowers the rate twice in 5 steps.
+// 5 steps (epochs of 2: the poly schedule lowers the rate twice) of the
+// configuration with augmentation off: single-process and pipeline train the
+// same bits, which equal nnUNetTrainer itself from the same initial weights
+// on the same batches (tests/support/nnunet_trainer_parity.py).
+void ExpectFiveStepsOfNnunetTrainer(const TempDir& dir, const std::string& pre,
+                                    const std::string& configuration) {
   const std::vector<std::string> set =
-      Set(dir, {"train.steps=5", "train.steps_per_epoch=2", "data.augment=[]"});
+      Set(dir, {"train.steps=5", "train.steps_per_epoch=2", "data.augment=[]",
+                "data.configuration=" + configuration});
   const CommandResult single = UpWith("train", {"--single-process", "--out", dir / "single"}, set);
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const CommandResult pipe = UpWith("train", {"--out", dir / "pipe"}, set);
   ASSERT_EQ(pipe.exit_code, 0) << pipe.output;
   EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "pipe"));
+  EXPECT_EQ(Losses(dir / "single"), Losses(dir / "pipe"));
   ASSERT_EQ(UpWith("batches", {"--out", dir / "batches.pt"}, set).exit_code, 0);
-  ASSERT_EQ(Up({"export", "--checkpoint", dir / "single", "--initial", "--out", dir / "init.pt"})
-                .exit_code,
-            0);
-  for (const char* run : {"single", "pipe"}) {
-    ASSERT_EQ(Up({"export", "--checkpoint", dir / run, "--out", dir / (std::string(run) + ".pt")})
-                  .exit_code,
-              0);
-    const CommandResult parity = RunCommand({SourcePath(".venv/bin/python"),
-                                             SourcePath("tests/support/nnunet_trainer_parity.py"),
-                                             "--preprocessed",
-                                             pre,
-                                             "--dataset",
-                                             kDataset,
-                                             "--configuration",
-                                             "3d_fullres",
-                                             "--fold",
-                                             "0",
-                                             "--init",
-                                             dir / "init.pt",
-                                             "--batches",
-                                             dir / "batches.pt",
-                                             "--steps",
-                                             "5",
-                                             "--steps-per-epoch",
-                                             "2",
-                                             "--ours",
-                                             dir / (std::string(run) + ".pt"),
-                                             "--our-losses",
-                                             Losses(dir / run),
-                                             "--tolerance",
-                                             "1e-5"},
-                                            600);
-    EXPECT_EQ(parity.exit_code, 0) << run << ":\n" << parity.output;
-    EXPECT_NE(parity.output.find("step 5: nnUNetTrainer loss"), std::string::npos) << parity.output;
-  }
+  ASSERT_EQ(
+      Up({"export", "--checkpoint", dir / "pipe", "--initial", "--out", dir / "init.pt"}).exit_code,
+      0);
+  ASSERT_EQ(Up({"export", "--checkpoint", dir / "pipe", "--out", dir / "pipe.pt"}).exit_code, 0);
+  const CommandResult parity = RunCommand({SourcePath(".venv/bin/python"),
+                                           SourcePath("tests/support/nnunet_trainer_parity.py"),
+                                           "--preprocessed",
+                                           pre,
+                                           "--dataset",
+                                           kDataset,
+                                           "--configuration",
+                                           configuration,
+                                           "--fold",
+                                           "0",
+                                           "--init",
+                                           dir / "init.pt",
+                                           "--batches",
+                                           dir / "batches.pt",
+                                           "--steps",
+                                           "5",
+                                           "--steps-per-epoch",
+                                           "2",
+                                           "--ours",
+                                           dir / "pipe.pt",
+                                           "--our-losses",
+                                           Losses(dir / "pipe"),
+                                           "--tolerance",
+                                           "1e-5"},
+                                          600);
+  EXPECT_EQ(parity.exit_code, 0) << parity.output;
+  EXPECT_NE(parity.output.find("step 5: nnUNetTrainer loss"), std::string::npos) << parity.output;
+}
+
+// nnUNetv2_predict segments a raw case with the filed fold.
+void ExpectNnunetPredicts(const TempDir& dir, const std::string& pre,
+                          const std::string& configuration) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(dir / "raw/Dataset001_Sample/imagesTr/case_003_0000.nii.gz",
+                dir / "in/case_003_0000.nii.gz", fs::copy_options::overwrite_existing);
+  const CommandResult predicted = RunCommand({"/usr/bin/env",
+                                              "nnUNet_results=" + (dir / "res"),
+                                              "nnUNet_preprocessed=" + pre,
+                                              "nnUNet_raw=" + (dir / "raw"),
+                                              SourcePath(".venv/bin/nnUNetv2_predict"),
+                                              "-i",
+                                              dir / "in",
+                                              "-o",
+                                              dir / ("out-" + configuration),
+                                              "-d",
+                                              "1",
+                                              "-c",
+                                              configuration,
+                                              "-f",
+                                              "0",
+                                              "-tr",
+                                              "nnUNetTrainerUnetPipeline",
+                                              "-device",
+                                              "cpu",
+                                              "--disable_tta",
+                                              "--disable_progress_bar"},
+                                             600);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  EXPECT_TRUE(fs::exists(dir / ("out-" + configuration + "/case_003.nii.gz"))) << predicted.output;
+}
+
+TEST_F(NnunetWorkflow, FiveStepsEqualNnunetTrainerItselfInBothTrainers) {
+  ExpectFiveStepsOfNnunetTrainer(dir, pre, "3d_fullres");
+}
+
+// nnU-Net's 2d configuration: a 2-D network trained on slices of the
+// volumes, equal to nnUNetTrainer's 2d steps; with its augmentations it
+// validates slice by slice and files a 2d fold, which nnU-Net's own
+// predictor loads for the validation folder.
+TEST_F(NnunetWorkflow, TwoDConfigurationTrainsOnSlicesAsNnunetTrainerDoes) {
+  ExpectFiveStepsOfNnunetTrainer(dir, pre, "2d");
+  const CommandResult r =
+      UpWith("train", {"--out", dir / "run2d"},
+             Set(dir, {"data.configuration=2d", "train.epochs=1", "train.steps_per_epoch=2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("Warning"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("4 samples for training, 2 for validation"), std::string::npos)
+      << r.output;
+  const fs::path fold =
+      fs::path(dir / "res") / kDataset / "nnUNetTrainerUnetPipeline__nnUNetPlans__2d" / "fold_0";
+  EXPECT_TRUE(fs::exists(fold / "checkpoint_final.pth"));
+  EXPECT_NE(r.output.find("nnU-Net: validation of 2 cases in "), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(fold / "validation/summary.json"));
 }
 
 TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
@@ -224,33 +282,7 @@ TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor)
   EXPECT_NE(touched.output.find("converting 1 of 6 cases"), std::string::npos) << touched.output;
 
   // nnU-Net's predictor loads the fold as filed and segments a raw case.
-  fs::create_directories(dir / "in");
-  fs::copy_file(dir / "raw/Dataset001_Sample/imagesTr/case_003_0000.nii.gz",
-                dir / "in/case_003_0000.nii.gz");
-  const CommandResult predicted = RunCommand({"/usr/bin/env",
-                                              "nnUNet_results=" + (dir / "res"),
-                                              "nnUNet_preprocessed=" + pre,
-                                              "nnUNet_raw=" + (dir / "raw"),
-                                              SourcePath(".venv/bin/nnUNetv2_predict"),
-                                              "-i",
-                                              dir / "in",
-                                              "-o",
-                                              dir / "out",
-                                              "-d",
-                                              "1",
-                                              "-c",
-                                              "3d_fullres",
-                                              "-f",
-                                              "0",
-                                              "-tr",
-                                              "nnUNetTrainerUnetPipeline",
-                                              "-device",
-                                              "cpu",
-                                              "--disable_tta",
-                                              "--disable_progress_bar"},
-                                             600);
-  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
-  EXPECT_TRUE(fs::exists(dir / "out/case_003.nii.gz")) << predicted.output;
+  ExpectNnunetPredicts(dir, pre, "3d_fullres");
 }
 
 TEST_F(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
@@ -283,6 +315,26 @@ TEST_F(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
     EXPECT_NE(errors[0].find(c.says), std::string::npos) << errors[0];
     EXPECT_FALSE(fs::exists(dir / "run")) << "a refused config left a run folder";
   }
+  // A cascade stage (nnU-Net's 3d_cascade_fullres, planned beside
+  // 3d_lowres for large datasets) is refused by name.
+  const std::string plans = pre + "/" + kDataset + "/nnUNetPlans.json";
+  ASSERT_EQ(RunCommand({SourcePath(".venv/bin/python"), "-c",
+                        "import json,sys; p=sys.argv[1]; j=json.load(open(p)); "
+                        "j['configurations']['3d_cascade_fullres']={'inherits_from':'3d_fullres',"
+                        "'previous_stage':'3d_lowres'}; json.dump(j,open(p,'w'))",
+                        plans})
+                .exit_code,
+            0);
+  std::vector<std::string> cascade = Set(dir, {"data.configuration=3d_cascade_fullres"});
+  const CommandResult refused = UpWith("train", {"--out", dir / "run"}, cascade);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  ASSERT_EQ(ErrorLines(refused.output).size(), 1u) << refused.output;
+  EXPECT_NE(refused.output.find("3d_cascade_fullres: a cascade stage (it takes 3d_lowres's "
+                                "predictions as an input), which is not built; train 3d_lowres"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+
   // A stage alone on the dataset before any train or batches converted it:
   // the line says what converts it (not the cache's own advice).
   std::vector<std::string> alone{BinPath("encoder_proc"),

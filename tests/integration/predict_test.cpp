@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -408,6 +409,48 @@ TEST_F(SampleData, NiftiPatchesWithAugmentationTrainTheSameInThePipeline) {
   EXPECT_NE(dump.find("foreground_fraction: 0.5"), std::string::npos) << dump;
 }
 
+// A 2-D network on the volumes (nnU-Net's 2d way): trained on slices, the
+// same in the pipeline as in one process, validated slice by slice, and
+// `predict` segments whole volumes with it.
+TEST_F(SampleData, TwoDNetworkTrainsOnSlicesAndPredictsVolumes) {
+  TempDir dir;
+  const std::vector<std::string> set{
+      "--set", "data.kind=nifti",     "--set", "data.path=" + Data() + "/brats",
+      "--set", "model.num_classes=4", "--set", "data.size=32",
+      "--set", "train.steps=3",       "--set", "data.validation=[case01]",
+      "--set", "validate.every=2"};
+  std::vector<std::string> single{"train",    "--single-process",
+                                  "--config", SourcePath("configs/tiny.yaml"),
+                                  "--out",    dir / "single"};
+  single.insert(single.end(), set.begin(), set.end());
+  std::vector<std::string> pipe{"train", "--config", SourcePath("configs/tiny.yaml"), "--out",
+                                dir / "pipe"};
+  pipe.insert(pipe.end(), set.begin(), set.end());
+  const CommandResult s1 = Up(single), p1 = Up(pipe);
+  ASSERT_EQ(s1.exit_code, 0) << s1.output;
+  ASSERT_EQ(p1.exit_code, 0) << p1.output;
+  EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "pipe"));
+  // Validated at steps 2 and 3, the same Dice through the stages.
+  auto dice = [&](const std::string& run) {
+    std::ifstream in(dir / (run + "/metrics.jsonl"));
+    std::string line, out;
+    while (std::getline(in, line))
+      if (line.find("\"val_dice\"") != std::string::npos) out += JsonField(line, "val_dice") + ";";
+    return out;
+  };
+  const std::string single_dice = dice("single");
+  EXPECT_EQ(std::count(single_dice.begin(), single_dice.end(), ';'), 2) << single_dice;
+  EXPECT_EQ(single_dice, dice("pipe"));
+
+  const CommandResult r = Up({"predict", "--checkpoint", dir / "pipe", "--input",
+                              Data() + "/brats/case01", "--out", dir / "pred"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(ReadNifti(dir / "pred/case01_seg.nii.gz").dims, (std::array<int64_t, 3>{40, 40, 40}));
+  // The box's 36 slices, each with 2 x 2 windows of 32x32.
+  EXPECT_NE(r.output.find("case01: 40x40x40 (box 36x36x36), 144 windows"), std::string::npos)
+      << r.output;
+}
+
 TEST(NiftiConfig, AugmentationsAreNamedFromTheList) {
   const CommandResult r = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
                               "data.augment=[mirror,sharpen]"});
@@ -428,7 +471,7 @@ TEST(NiftiConfig, WrongModelForNiftiIsAConfigError) {
   const CommandResult r = Up({"train", "--config", SourcePath("configs/tiny.yaml"), "--set",
                               "data.kind=nifti", "--set", "data.path=/nonexistent"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("config: model.dims = 2: must be 3 when data.kind = nifti"),
+  EXPECT_NE(r.output.find("config: model.num_classes = 3: must be 4 when data.kind = nifti"),
             std::string::npos)
       << r.output;
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "common/data/augment.h"
 
@@ -179,6 +180,54 @@ TEST(CutPatch, WithoutAugmentationIsAPlainCrop) {
     const Sample s = CutPatch({image, mask, {}}, d, c.data.size);
     EXPECT_TRUE(torch::equal(s.image, image.narrow(1, o[0], 8).narrow(2, o[1], 16)));
     EXPECT_TRUE(torch::equal(s.mask, mask.narrow(0, o[0], 8).narrow(1, o[1], 16)));
+  }
+}
+
+// nnU-Net's 2d configuration on volumes: a 2-D patch of a 3-D case is a
+// patch one slice deep, placed as any, then cut as a 2-D case; the encoder
+// (image and class locations) and the decoder (mask) cut the same one.
+TEST(CutPatch, TwoDPatchOfAVolumeIsOneSliceCutAsAnImage) {
+  torch::manual_seed(2);
+  const torch::Tensor image = torch::randn({2, 9, 20, 24});  // (C, D, H, W)
+  torch::Tensor mask = torch::zeros({9, 20, 24}, torch::kInt64);
+  mask[6][3][20] = 1;
+  const std::vector<std::vector<int64_t>> locations{{}, {(6 * 20 + 3) * 24 + 20}};
+  const Config c = Cfg({8, 16}, {}, 0.0);
+  std::set<int64_t> slices;
+  for (int64_t p = 0; p < 40; ++p) {
+    const PatchDraw d = DrawPatch(c, p);
+    const Sample s = CutPatch({image, mask, locations}, d, c.data.size);
+    ASSERT_EQ(s.image.sizes(), (std::vector<int64_t>{2, 8, 16}));
+    ASSERT_EQ(s.mask.sizes(), (std::vector<int64_t>{8, 16}));
+    // Some slice of the case, at the place a 2-D case of that slice gets.
+    const int64_t z = std::min<int64_t>(static_cast<int64_t>(d.slice_u * 9), 8);
+    slices.insert(z);
+    const std::vector<int64_t> o = PatchOrigin(d, {image[0][z], mask[z], {}}, c.data.size);
+    EXPECT_TRUE(torch::equal(s.image, image.select(1, z).narrow(1, o[0], 8).narrow(2, o[1], 16)));
+    EXPECT_TRUE(torch::equal(s.mask, mask[z].narrow(0, o[0], 8).narrow(1, o[1], 16)));
+    EXPECT_TRUE(
+        torch::equal(CutPatch({torch::Tensor(), mask, locations}, d, c.data.size).mask, s.mask));
+  }
+  EXPECT_GT(slices.size(), 4u);  // the slice is drawn, not fixed
+  // A foreground draw: the slice of the chosen voxel, the patch around it,
+  // the same from the class locations alone (the encoder reads no mask).
+  PatchDraw d = DrawPatch(c, 0);
+  d.foreground = true;
+  for (const Sample& whole :
+       {Sample{image, mask, locations}, Sample{image, torch::Tensor(), locations}}) {
+    const Sample s = CutPatch(whole, d, c.data.size);
+    EXPECT_TRUE(torch::equal(s.image, image.select(1, 6).narrow(1, 0, 8).narrow(2, 8, 16)));
+  }
+  EXPECT_EQ(CutPatch({torch::Tensor(), mask, {}}, d, c.data.size).mask.sum().item<int64_t>(), 1);
+  // Augmented, the encoder's image and the decoder's mask still agree.
+  const Config aug = Cfg({8, 16}, AugmentationNames(), 0.33);
+  for (int64_t p = 0; p < 20; ++p) {
+    const PatchDraw a = DrawPatch(aug, p);
+    const Sample both = CutPatch({image, mask, locations}, a, aug.data.size);
+    EXPECT_TRUE(torch::equal(
+        both.image, CutPatch({image, torch::Tensor(), locations}, a, aug.data.size).image));
+    EXPECT_TRUE(torch::equal(both.mask,
+                             CutPatch({torch::Tensor(), mask, locations}, a, aug.data.size).mask));
   }
 }
 

@@ -128,6 +128,32 @@ TEST(SlidingWindow, CutAndBlendApartEqualsTheWholeFunction) {
   EXPECT_TRUE(torch::allclose(whole, torch::cat({image, 2 * image}, 1), 1e-6, 1e-6));
 }
 
+// A 2-D network over a volume (nnU-Net's 2d configuration): the 2-D window
+// slides over each slice, which is the 2-D prediction of every slice, and
+// the network sees 2-D windows only.
+TEST(SlidingWindowLogits, TwoDWindowOverAVolumeGoesSliceBySlice) {
+  torch::manual_seed(4);
+  const torch::Tensor w = torch::randn({3, 2, 3, 3});
+  const WindowNet conv = [w](const torch::Tensor& x) {  // position-dependent near borders
+    EXPECT_EQ(x.dim(), 4);
+    return torch::conv2d(x, w, {}, 1, 1);
+  };
+  SlidingWindowOptions o;
+  o.window = {16, 16};
+  o.batch = 3;
+  o.mirror = true;
+  const torch::Tensor volume = torch::randn({1, 2, 5, 40, 12});  // (1, C, D, H, W)
+  EXPECT_EQ(WindowCount({5, 40, 12}, o), 5 * 4);
+  const torch::Tensor out = SlidingWindowLogits(conv, volume, o, torch::kCPU);
+  ASSERT_EQ(out.sizes(), (std::vector<int64_t>{1, 3, 5, 40, 12}));
+  for (int64_t z = 0; z < 5; ++z) {
+    const torch::Tensor slice = volume.select(2, z);  // (1, C, H, W)
+    EXPECT_TRUE(torch::allclose(out.select(2, z), SlidingWindowLogits(conv, slice, o, torch::kCPU),
+                                1e-6, 1e-6))
+        << "slice " << z;
+  }
+}
+
 TEST(SlidingWindowLogits, RefusesAWindowOfAnotherRank) {
   SlidingWindowOptions o;
   o.window = {16, 16, 16};
