@@ -53,6 +53,8 @@ const std::vector<std::string>& LeafKeys() {
       "model.features",
       "model.norm",
       "model.groups",
+      "model.regions",
+      "model.regions_class_order",
       "model.plans",
       "model.configuration",
       "model.architecture",
@@ -977,7 +979,7 @@ std::optional<NnunetDataset> ReadNnunetData(const Reader& r, Config* c) {
     m->plans = ds.plans_file;
   if (!r.Has("model.configuration")) m->configuration = d->configuration;
   m->in_channels = static_cast<int>(ds.channel_names.size());
-  m->num_classes = static_cast<int>(ds.label_names.size());
+  m->num_classes = static_cast<int>(ds.regions.empty() ? ds.label_names.size() : ds.regions.size());
   return ds;
 }
 
@@ -986,7 +988,8 @@ void CheckNnunetModel(const Reader& r, const Config& c, const std::optional<Nnun
   if (!found) return;
   const NnunetDataset& ds = *found;
   const int channels = static_cast<int>(ds.channel_names.size());
-  const int classes = static_cast<int>(ds.label_names.size());
+  const int classes =
+      static_cast<int>(ds.regions.empty() ? ds.label_names.size() : ds.regions.size());
   if (c.model.in_channels != channels)
     r.FailAt("model.in_channels", "",
              ds.name + "'s dataset.json has " + std::to_string(channels) +
@@ -995,7 +998,53 @@ void CheckNnunetModel(const Reader& r, const Config& c, const std::optional<Nnun
   if (c.model.num_classes != classes)
     r.FailAt("model.num_classes", "",
              ds.name + "'s dataset.json has " + std::to_string(classes) +
-                 " labels; leave model.num_classes out or set it to " + std::to_string(classes));
+                 (ds.regions.empty() ? " labels" : " regions") +
+                 "; leave model.num_classes out or set it to " + std::to_string(classes));
+}
+
+// model.regions and model.regions_class_order (an nnunet dataset's own unless
+// given).
+void ReadRegions(const Reader& r, const std::optional<NnunetDataset>& found, ModelConfig* m) {
+  if (found && !r.Has("model.regions")) {
+    m->regions = found->regions;
+    m->regions_class_order = found->regions_class_order;
+  }
+  if (r.Has("model.regions")) {
+    const YAML::Node& node = r.Node("model.regions");
+    const std::string what =
+        "expected a list of regions, each a list of the classes 1..255 it holds (e.g. [[1, 2, "
+        "3], [2, 3], [3]])";
+    m->regions.clear();
+    if (!node.IsSequence() && !node.IsNull()) r.FailAt("model.regions", "", what);
+    for (const auto& region : node) {
+      if (!region.IsSequence() || region.size() == 0) r.FailAt("model.regions", "", what);
+      std::vector<int> members;
+      for (const auto& v : region) {
+        long long x = 0;
+        if (ParseInteger(v, &x) != Parsed::kOk || x < 1 || x > 255)
+          r.FailAt("model.regions", "", what);
+        members.push_back(static_cast<int>(x));
+      }
+      m->regions.push_back(members);
+    }
+  }
+  r.IntSeq("model.regions_class_order", &m->regions_class_order, 0, 255, 1);
+  const size_t n = m->regions.size();
+  if (n == 0) {
+    if (!m->regions_class_order.empty())
+      r.FailAt("model.regions_class_order", IntList(m->regions_class_order),
+               "applies only with model.regions");
+    return;
+  }
+  if (m->regions_class_order.size() != n) {
+    r.FailAt("model.regions_class_order", IntList(m->regions_class_order),
+             "needs one class per region of model.regions (" + std::to_string(n) + ")");
+  }
+  if (m->num_classes != static_cast<int>(n)) {
+    r.FailAt(
+        "model.num_classes", std::to_string(m->num_classes),
+        "with model.regions the network has one output per region; set it to " + std::to_string(n));
+  }
 }
 
 void ReadData(const Reader& r, int dims, DataConfig* d) {
@@ -1202,9 +1251,14 @@ void CheckConsistency(const Reader& r, const Config& c) {
       r.FailAt("model.in_channels", std::to_string(m.in_channels),
                "must be 4 when data.kind = nifti (flair, t1, t1ce, t2)");
     }
-    if (m.num_classes != 4) {
+    if (m.regions.empty() && m.num_classes != 4) {
       r.FailAt("model.num_classes", std::to_string(m.num_classes),
                "must be 4 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become classes 0..3)");
+    }
+    if (!m.regions.empty() && MaskClasses(m) != 4) {
+      r.FailAt("model.regions", "",
+               "must name classes up to 3 when data.kind = nifti (BraTS labels 0, 1, 2, 4 become "
+               "classes 0..3; whole tumour, core, enhancing: [[1, 2, 3], [1, 3], [3]])");
     }
   }
   if (m.kind != "classic") {
@@ -1333,6 +1387,7 @@ Config Resolve(const YAML::Node* root, const std::string& origin, const std::str
   const std::optional<NnunetDataset> nnunet_data = ReadNnunetData(reader, &c);
   ReadModel(reader, &c);
   CheckNnunetModel(reader, c, nnunet_data);
+  ReadRegions(reader, nnunet_data, &c.model);
   ReadData(reader, c.model.dims, &c.data);
   ReadTrain(reader, c.data.kind, c.model.kind, &c.train);
   ReadCheckpoint(reader, &c.checkpoint);
@@ -1438,6 +1493,12 @@ std::string DumpConfig(const Config& c) {
   line(2, "dims", num(c.model.dims));
   line(2, "in_channels", num(c.model.in_channels));
   line(2, "num_classes", num(c.model.num_classes));
+  if (!c.model.regions.empty()) {  // written only when set: other dumps stay as they were
+    std::vector<std::string> regions;
+    for (const std::vector<int>& region : c.model.regions) regions.push_back(IntList(region));
+    line(2, "regions", "[" + Join(regions, ", ") + "]");
+    line(2, "regions_class_order", IntList(c.model.regions_class_order));
+  }
   if (c.model.kind == "classic") {
     line(2, "features", IntList(c.model.features));
     line(2, "norm", Quote(c.model.norm));

@@ -38,7 +38,27 @@ struct ModelConfig {
   // num_classes are the bundle's.
   std::string path;
   TorchscriptBundle bundle;
+  // Region-based training (nnU-Net's regions, e.g. BraTS' whole tumour, core
+  // and enhancing): output r is region r, the mask classes regions[r]; the
+  // loss is binary cross-entropy plus soft Dice on sigmoids, a voxel is in a
+  // region when its sigmoid is over 0.5, and regions_class_order[r] is the
+  // class region r paints (later regions over earlier) where a prediction
+  // becomes classes. num_classes is then the number of regions. Empty: one
+  // output per class, softmax.
+  std::vector<std::vector<int>> regions;
+  std::vector<int> regions_class_order;
 };
+
+// How many classes the masks hold: num_classes, or with regions one more
+// than the largest class a region or regions_class_order names.
+inline int MaskClasses(const ModelConfig& m) {
+  if (m.regions.empty()) return m.num_classes;
+  int largest = 0;
+  for (const std::vector<int>& r : m.regions)
+    for (int v : r) largest = v > largest ? v : largest;
+  for (int v : m.regions_class_order) largest = v > largest ? v : largest;
+  return largest + 1;
+}
 
 struct DataConfig {
   std::string kind = "synthetic";  // synthetic | folder | nifti | cache | nnunet

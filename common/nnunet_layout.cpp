@@ -138,27 +138,72 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
     throw UsageError("nnU-Net: '" + d.dir +
                      "/dataset.json' needs labels with background and at least one class");
   }
-  std::map<int, std::string> by_value;
-  for (const auto& kv : labels) {
-    const std::string label = kv.first.Scalar();
-    if (!kv.second.IsScalar()) {
-      throw UsageError("nnU-Net: '" + d.dir + "/dataset.json': label '" + label +
-                       "' is a region (a list of labels); region-based training is not supported "
-                       "yet: train on the plain labels");
-    }
+  const std::string where = "nnU-Net: '" + d.dir + "/dataset.json': ";
+  auto value_of = [&](const YAML::Node& n, const std::string& label) {
     int v = -1;
     try {
-      v = kv.second.as<int>();
+      v = n.as<int>();
     } catch (const YAML::Exception&) {
     }
-    if (v < 0 || v >= static_cast<int>(labels.size()) || by_value.count(v)) {
-      throw UsageError("nnU-Net: '" + d.dir + "/dataset.json': label '" + label +
-                       "' = " + kv.second.Scalar() + "; labels must be 0.." +
-                       std::to_string(labels.size() - 1) + ", each once");
-    }
-    by_value[v] = label;
+    if (v < 0 || v > 255)
+      throw UsageError(where + "label '" + label + "' = " + n.Scalar() + "; expected 0..255");
+    return v;
+  };
+  bool regions = false;
+  for (const auto& kv : labels)
+    regions = regions || (kv.second.IsSequence() && kv.second.size() > 1);
+  if (labels["ignore"].IsDefined()) {
+    throw UsageError(where +
+                     "has an ignore label, which is not built yet; train on a "
+                     "dataset.json without it");
   }
-  for (const auto& [v, name] : by_value) d.label_names.push_back(name);
+  if (regions) {
+    // nnU-Net's LabelManager: every foreground entry a region (a single value
+    // too), painted by regions_class_order.
+    int largest = 0;
+    for (const auto& kv : labels) {
+      const std::string label = kv.first.Scalar();
+      std::vector<int> members;
+      if (kv.second.IsSequence()) {
+        for (const auto& m : kv.second) members.push_back(value_of(m, label));
+      } else {
+        members.push_back(value_of(kv.second, label));
+      }
+      std::sort(members.begin(), members.end());
+      members.erase(std::unique(members.begin(), members.end()), members.end());
+      if (members == std::vector<int>{0}) continue;  // background
+      for (int v : members) largest = std::max(largest, v);
+      d.regions.push_back(members);
+      d.region_names.push_back(label);
+    }
+    const YAML::Node order = ds["regions_class_order"];
+    if (!order.IsSequence() || order.size() != d.regions.size()) {
+      throw UsageError(where +
+                       "region-based labels need regions_class_order with one label per "
+                       "region (" +
+                       std::to_string(d.regions.size()) + ")");
+    }
+    for (const auto& v : order) d.regions_class_order.push_back(value_of(v, "regions_class_order"));
+    for (int v = 0; v <= largest; ++v) d.label_names.push_back("label " + std::to_string(v));
+  } else {
+    std::map<int, std::string> by_value;
+    for (const auto& kv : labels) {
+      const std::string label = kv.first.Scalar();
+      const YAML::Node value = kv.second.IsSequence() ? kv.second[0] : kv.second;
+      int v = -1;
+      try {
+        v = value.as<int>();
+      } catch (const YAML::Exception&) {
+      }
+      if (v < 0 || v >= static_cast<int>(labels.size()) || by_value.count(v)) {
+        throw UsageError(where + "label '" + label + "' = " + value.Scalar() +
+                         "; labels must be 0.." + std::to_string(labels.size() - 1) +
+                         ", each once");
+      }
+      by_value[v] = label;
+    }
+    for (const auto& [v, name] : by_value) d.label_names.push_back(name);
+  }
 
   // The plans: which folder holds this configuration's arrays.
   d.plans_file = d.dir + "/" + plans + ".json";

@@ -32,13 +32,20 @@ struct NnunetDataset {
   std::string data_dir;                    // dir/data_identifier
   std::vector<std::string> channel_names;  // dataset.json's channel_names, by index
   std::vector<std::string> label_names;    // [k]: the name of label k (0..K-1)
+  // Region-based (a dataset.json label that lists several values, as
+  // nnU-Net's BraTS datasets): each foreground entry is a region, the label
+  // values it holds, in dataset.json's order; the labels are then 0..the
+  // largest value named ("label k"). Empty: plain labels.
+  std::vector<std::vector<int>> regions;
+  std::vector<std::string> region_names;
+  std::vector<int> regions_class_order;  // the label each region paints, in order
   std::string splits_file() const { return dir + "/splits_final.json"; }
 };
 
 // Finds `dataset` (a name like Dataset001_Sample, its number "1", or a
 // dataset folder's path) under `preprocessed` (the root; may be empty when
 // `dataset` is a path) with its plans and configuration. Reads dataset.json
-// (channels, labels 0..K-1; region labels are refused) and the plans'
+// (channels, labels 0..K-1 or regions; an ignore label is refused) and the plans'
 // data_identifier; the data folder must exist.
 NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& preprocessed,
                                 const std::string& plans, const std::string& configuration);

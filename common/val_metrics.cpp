@@ -23,6 +23,14 @@ std::vector<ValidationEntry> ValidationEntries(int num_classes, bool brats_regio
   return out;
 }
 
+std::vector<ValidationEntry> RegionEntries(const std::vector<std::vector<int>>& regions) {
+  std::vector<ValidationEntry> out;
+  for (size_t r = 0; r < regions.size(); ++r)
+    out.push_back({"r" + std::to_string(r + 1),
+                   std::vector<int64_t>(regions[r].begin(), regions[r].end()), false});
+  return out;
+}
+
 ValidationScores ScoreValidation(const std::vector<std::vector<int64_t>>& counts,
                                  const std::vector<ValidationEntry>& entries) {
   const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -27,6 +27,10 @@ struct ValidationEntry {
 // labels 0, 1, 2, 4 in that order) the three regions.
 std::vector<ValidationEntry> ValidationEntries(int num_classes, bool brats_regions);
 
+// Region-based training (model.regions): region r as entry "r<r+1>", made of
+// its classes, each part of the mean.
+std::vector<ValidationEntry> RegionEntries(const std::vector<std::vector<int>>& regions);
+
 struct ValidationScores {
   double mean = 0;                // val_dice: the mean over the classes' scores
   std::vector<double> per_entry;  // ValidationEntries' order; NaN where no case counts

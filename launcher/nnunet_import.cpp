@@ -87,10 +87,17 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
   NnunetImportOutcome out;
   out.cases = static_cast<int>(cases.size());
 
+  // Region datasets keep each region's class locations (by region), so the
+  // regions are part of every case's stamp.
+  std::string regions = "[";
+  for (size_t r = 0; r < ds.regions.size(); ++r)
+    regions += (r ? "," : "") + JsonWriter::Array(ds.regions[r]);
+  regions += "]";
+  const std::string version = ds.regions.empty() ? "nnunet-import 1" : "nnunet-import 1 " + regions;
   std::vector<std::string> names, todo_names, todo_stamps;
   for (const NnunetCaseFiles& c : cases) {
     names.push_back(c.name);
-    const std::string stamp = FilesStamp("nnunet-import 1", c.files);
+    const std::string stamp = FilesStamp(version, c.files);
     if (!UpToDate(d.cache + "/" + c.name, stamp)) {
       todo_names.push_back(c.name);
       todo_stamps.push_back(stamp);
@@ -130,6 +137,7 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
       .Raw("all_cases", Strings(names))
       .Raw("channel_names", Strings(ds.channel_names))
       .Raw("label_names", Strings(ds.label_names))
+      .Raw("regions", ds.regions.empty() ? "null" : regions)
       .Raw("splits_file", d.fold != "all" ? JsonWriter::Quote(ds.splits_file()) : "null");
   const std::string request = d.cache + "/import-request.json";
   const std::string log = d.cache + "/import.log";

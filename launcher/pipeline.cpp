@@ -513,7 +513,7 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     for (auto& n : norms) n.clear();
     std::fill(held_s.begin(), held_s.end(), 0.0);
     double loss = 0;
-    DiceCounter dice(config.model.num_classes);
+    DiceCounter dice(config.model);
     std::vector<std::optional<ipc::TurnReport>> stepped(P);  // fp16
     double data_wait_s = 0;
     // The loss and Dice over every replica: each micro-batch's loss is

@@ -86,7 +86,8 @@ std::vector<std::vector<int64_t>> Validate(UNet& model, const ValidationSet& val
     }
     windows->Blend(batch.first, batch.count, logits);
     if (!batch.last) continue;
-    const torch::Tensor pred = windows->Result().argmax(1).squeeze(0);  // (*S)
+    const torch::Tensor pred =
+        PredictedClasses(windows->Result(), config.model).squeeze(0);  // (*S)
     const torch::Tensor truth = val.cases->GetParts(batch.case_index, SampleParts::kMasks).mask;
     cases.push_back(ValidationCounts(pred, truth, val.entries));
   }
@@ -160,7 +161,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
     const auto step_start = Clock::now();
     enc_opt.BeginStep(step);
     dec_opt.BeginStep(step);
-    DiceCounter dice(config.model.num_classes);
+    DiceCounter dice(config.model);
     double loss_sum = 0;
     for (int mb = 0; mb < BatchMicroBatches(config); ++mb) {
       SetMemoryPlace(Str("step ", step + 1, ", micro-batch ", mb));

@@ -11,6 +11,7 @@ only when something is missing or stale:
     {"data_dir": ".../nnUNetPlans_3d_fullres", "cache": "...unet-pipeline",
      "cases": [{"name": "case_000", "stamp": "<hex>"}, ...],   # to (re)convert
      "all_cases": [...], "channel_names": [...], "label_names": [...],
+     "regions": [[1, 2, 3], [2, 3], [3]] or null,   # dataset.json's, when region-based
      "splits_file": ".../splits_final.json" or null}
 
 Per case it writes CACHE/<case>/image.npy ((C, D, H, W) float32, the
@@ -18,7 +19,8 @@ preprocessed data as nnU-Net trains on it), labels.npy ((D, H, W) uint8:
 nnU-Net's -1 outside the non-zero region becomes 0, as its trainer's
 RemoveLabelTansform does) and, last, case.json (common/data/case_cache.h's
 format: the arrays' SHA-256, the stamp the launcher gave, the class locations
-of the .pkl as flat voxel indices). With splits_file it writes nnU-Net's
+of the .pkl as flat voxel indices; for a region-based dataset, whose .pkl
+keys them by region, under each region's 1-based index). With splits_file it writes nnU-Net's
 5-fold split there when absent (generate_crossval_split, seed 12345), as
 nnUNetTrainer.do_split does. Exits non-zero with one line on stderr when
 something is wrong.
@@ -48,7 +50,19 @@ def write_json(path, value):
     atomic_write(path, lambda f: f.write((json.dumps(value) + "\n").encode()))
 
 
-def convert(np, dataset, name, stamp, cache, num_classes):
+def location_key(label, regions):
+    """The cache's key of a .pkl class_locations entry: the label itself, or
+    with regions the 1-based index of the region with those labels."""
+    if regions is None:
+        return None if isinstance(label, (tuple, list)) else int(label)
+    members = set(int(v) for v in label) if isinstance(label, (tuple, list)) else {int(label)}
+    for r, region in enumerate(regions):
+        if set(region) == members:
+            return r + 1
+    return None
+
+
+def convert(np, dataset, name, stamp, cache, num_classes, regions):
     data, seg, _, props = dataset.load_case(name)
     image = np.ascontiguousarray(np.asarray(data[:], dtype=np.float32))  # (C, D, H, W)
     labels = np.asarray(seg[:])
@@ -72,11 +86,12 @@ def convert(np, dataset, name, stamp, cache, num_classes):
     # nnU-Net's class locations: rows (channel, z, y, x) -> flat indices.
     locations = {}
     for label, rows in props.get("class_locations", {}).items():
-        if isinstance(label, (tuple, list)) or len(rows) == 0:
+        key = location_key(label, regions)
+        if key is None or len(rows) == 0:
             continue
         rows = np.asarray(rows, dtype=np.int64)
         flat = (rows[:, 1] * shape[1] + rows[:, 2]) * shape[2] + rows[:, 3]
-        locations[str(int(label))] = [int(v) for v in flat]
+        locations[str(key)] = [int(v) for v in flat]
     spacing = [float(s) for s in props.get("spacing", [1.0, 1.0, 1.0])][::-1]  # x, y, z
     meta = {
         "format": "unet-pipeline-cache", "version": 2, "name": name,
@@ -112,7 +127,8 @@ def main():
     if req["cases"]:
         dataset = infer_dataset_class(data_dir)(data_dir, identifiers=[c["name"] for c in req["cases"]])
         for c in req["cases"]:
-            convert(np, dataset, c["name"], c["stamp"], cache, len(req["label_names"]))
+            convert(np, dataset, c["name"], c["stamp"], cache, len(req["label_names"]),
+                    req.get("regions"))
     index = {
         "format": "unet-pipeline-cache", "version": 2, "layout": "nnunet",
         "channel_names": req["channel_names"], "class_names": req["label_names"],

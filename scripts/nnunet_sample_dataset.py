@@ -9,7 +9,9 @@ one channel named "CT" (so nnU-Net's planner picks CTNormalization), voxels
 of 0.8 x 0.8 x 3 mm (anisotropic, so preprocessing resamples and transposes),
 intensities in Hounsfield-like units (air -1000, soft tissue around 40, an
 "organ" (label 1) around 120 and a "lesion" inside it (label 2) around 220,
-with noise). Case i depends on (seed, i) alone.
+with noise). Case i depends on (seed, i) alone. With --regions, dataset.json
+names regions as nnU-Net's BraTS datasets do: "organ" is labels 1 and 2
+(the lesion inside it counts), "lesion" label 2, painted in that order.
 """
 import argparse
 import json
@@ -49,6 +51,7 @@ def main():
     p.add_argument("--name", default="Sample")
     p.add_argument("--cases", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--regions", action="store_true", help="region-based labels in dataset.json")
     a = p.parse_args()
     folder = os.path.join(a.raw, "Dataset%03d_%s" % (a.id, a.name))
     for sub in ("imagesTr", "labelsTr"):
@@ -65,10 +68,13 @@ def main():
                      os.path.join(folder, "labelsTr", name + ".nii.gz"))
     dataset = {
         "channel_names": {"0": "CT"},
-        "labels": {"background": 0, "organ": 1, "lesion": 2},
+        "labels": ({"background": 0, "organ": [1, 2], "lesion": 2} if a.regions
+                   else {"background": 0, "organ": 1, "lesion": 2}),
         "numTraining": a.cases,
         "file_ending": ".nii.gz",
     }
+    if a.regions:
+        dataset["regions_class_order"] = [1, 2]
     with open(os.path.join(folder, "dataset.json"), "w") as f:
         json.dump(dataset, f, indent=2)
     print(folder)

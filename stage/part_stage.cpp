@@ -255,7 +255,7 @@ double PartStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* di
   SendGradients(step, mb, used);
   Release(in);
 
-  DiceCounter dice(config_.model.num_classes);
+  DiceCounter dice(config_.model);
   dice.Add(outputs[0], masks);
   if (dice_counts->empty()) dice_counts->assign(dice.counts().size(), 0);
   for (size_t i = 0; i < dice.counts().size(); ++i) (*dice_counts)[i] += dice.counts()[i];
@@ -316,7 +316,8 @@ void PartStage::ValPredict(int64_t step, const ipc::Action& a, ipc::TurnReport* 
     throw RuntimeError(Str(name(), ": VP", a.micro_batch, " before its case's first"));
   val_blend_->Blend(batch.first, batch.count, logits);
   if (!batch.last) return;
-  const torch::Tensor pred = val_blend_->Result().argmax(1).squeeze(0);  // (*S) int64
+  const torch::Tensor pred =
+      PredictedClasses(val_blend_->Result(), config_.model).squeeze(0);  // (*S) int64
   val_blend_.reset();
   const torch::Tensor truth = val.cases->GetParts(batch.case_index, SampleParts::kMasks).mask;
   const std::vector<int64_t> counts = ValidationCounts(pred, truth, val.entries);

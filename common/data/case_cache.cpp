@@ -315,10 +315,15 @@ CacheDataset::CacheDataset(const ModelConfig& model, const DataConfig& data) : r
   const std::vector<std::string>& names = index.cases;
   const int64_t classes = static_cast<int64_t>(index.label_values.size());
   if (names.empty()) throw UsageError("data.path = " + root_ + ": the cache lists no cases");
-  if (classes != model.num_classes) {
+  if (model.regions.empty() && classes != model.num_classes) {
     throw UsageError("data.path = " + root_ + ": the cache has " + std::to_string(classes) +
                      " classes but model.num_classes = " + std::to_string(model.num_classes) +
                      "; set --set model.num_classes=" + std::to_string(classes));
+  }
+  if (!model.regions.empty() && classes != MaskClasses(model)) {
+    throw UsageError("data.path = " + root_ + ": the cache has classes 0.." +
+                     std::to_string(classes - 1) + " but model.regions name classes up to " +
+                     std::to_string(MaskClasses(model) - 1) + "; fix model.regions");
   }
   for (const std::string& name : names) {
     const std::string dir = (fs::path(root_) / name).string();

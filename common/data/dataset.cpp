@@ -56,7 +56,7 @@ Sample SyntheticDataset::Get(int64_t index) const {
   const int shapes = 1 + static_cast<int>(SplitMix(state) % 3);
   const int min_side = *std::min_element(size_.begin(), size_.end());
   for (int k = 0; k < shapes; ++k) {
-    const int cls = 1 + static_cast<int>(SplitMix(state) % (model_.num_classes - 1));
+    const int cls = 1 + static_cast<int>(SplitMix(state) % (MaskClasses(model_) - 1));
     const double radius = min_side * (0.1 + 0.15 * Uniform(state));
     torch::Tensor dist;  // (*S): distance from the centre in the class's norm
     for (int d = 0; d < dims; ++d) {
@@ -79,8 +79,8 @@ Sample SyntheticDataset::Get(int64_t index) const {
   // Each channel: noise plus a per-class level.
   torch::Tensor image = torch::randn(Shape(model_.in_channels, size_), gen) * 0.6;  // (C, *S)
   for (int c = 0; c < model_.in_channels; ++c) {
-    torch::Tensor levels = torch::zeros({model_.num_classes}, torch::kFloat32);
-    for (int cls = 1; cls < model_.num_classes; ++cls) {
+    torch::Tensor levels = torch::zeros({MaskClasses(model_)}, torch::kFloat32);
+    for (int cls = 1; cls < MaskClasses(model_); ++cls) {
       levels[cls] = 0.6 + 0.5 * ((cls + c) % 3) - (c % 2 == 1 && cls % 2 == 0 ? 0.9 : 0.0);
     }
     image[c] += levels.index_select(0, mask.flatten()).view(mask.sizes());
@@ -166,10 +166,13 @@ Sample FolderDataset::Get(int64_t index) const {
                                         {msk.height, msk.width}, torch::kUInt8)
                            .to(torch::kInt64);  // (H, W)
   const int64_t max_class = mask.max().item<int64_t>();
-  if (max_class >= model_.num_classes) {
-    throw UsageError("data: mask '" + mask_path + "' holds class " + std::to_string(max_class) +
-                     " but model.num_classes = " + std::to_string(model_.num_classes) +
-                     "; masks hold class indices 0..num_classes-1");
+  if (max_class >= MaskClasses(model_)) {
+    throw UsageError(
+        "data: mask '" + mask_path + "' holds class " + std::to_string(max_class) +
+        (model_.regions.empty()
+             ? " but model.num_classes = " + std::to_string(model_.num_classes)
+             : " but model.regions name classes up to " + std::to_string(MaskClasses(model_) - 1)) +
+        "; masks hold class indices 0..num_classes-1");
   }
   return {image, mask, {}};
 }

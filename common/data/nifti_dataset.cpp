@@ -175,7 +175,7 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
 }
 
 NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) {
-  if (model.in_channels != 4 || model.num_classes != 4) {
+  if (model.in_channels != 4 || MaskClasses(model) != 4) {
     throw UsageError(
         "data.kind = nifti needs model.in_channels = 4 and model.num_classes = 4 (BraTS); set "
         "them with --set");

@@ -117,8 +117,10 @@ std::unique_ptr<ValidationSet> MakeValidationSet(const Config& config) {
                              std::vector<int64_t>(config.data.size.begin(), config.data.size.end()),
                              config.validate.overlap, set->batch);
   set->entries =
-      ValidationEntries(config.model.num_classes,
-                        config.model.num_classes == 4 && cases->LabelValues() == kBratsLabels);
+      !config.model.regions.empty()
+          ? RegionEntries(config.model.regions)
+          : ValidationEntries(config.model.num_classes, config.model.num_classes == 4 &&
+                                                            cases->LabelValues() == kBratsLabels);
   set->cases = std::move(cases);
   return set;
 }

@@ -89,7 +89,7 @@ std::vector<double> TimeDecoderLevels(const Config& config, const torch::Device&
   std::vector<int64_t> label_shape{MicroBatchSamples(config)};
   for (int s : config.data.size) label_shape.push_back(s);
   const torch::Tensor target =
-      torch::randint(config.model.num_classes, label_shape,
+      torch::randint(MaskClasses(config.model), label_shape,
                      torch::TensorOptions(device).dtype(torch::kLong));  // (N, *S)
   LossSpec spec = MakeLossSpec(config);
   spec.weights = {1.0};  // the full-resolution output's; the coarser ones get a gradient as given

@@ -9,6 +9,25 @@ namespace up {
 
 namespace {
 
+// nnU-Net's MemoryEfficientSoftDiceLoss (smooth 1e-5) of probabilities
+// `prob` against `onehot`, both (N, K, *S), every channel counted.
+torch::Tensor SoftDice(const torch::Tensor& prob, const torch::Tensor& onehot,
+                       const LossSpec& spec) {
+  std::vector<int64_t> spatial;
+  for (int64_t d = 2; d < prob.dim(); ++d) spatial.push_back(d);
+  torch::Tensor inter = (prob * onehot).sum(spatial);  // (N, K)
+  torch::Tensor pred = prob.sum(spatial);              // (N, K)
+  torch::Tensor gt = onehot.sum(spatial);              // (N, K)
+  if (spec.batch_dice) {
+    inter = inter.sum(0);
+    pred = pred.sum(0);
+    gt = gt.sum(0);
+  }
+  const double smooth = 1e-5;
+  torch::Tensor dice = (2 * inter + smooth) / torch::clamp_min(gt + pred + smooth, 1e-8);
+  return -dice.mean();
+}
+
 // The soft Dice term of one output. logits: (N, K, *S); target: (N, *S).
 torch::Tensor DiceTerm(const torch::Tensor& logits, const torch::Tensor& target,
                        const LossSpec& spec) {
@@ -26,19 +45,20 @@ torch::Tensor DiceTerm(const torch::Tensor& logits, const torch::Tensor& target,
     return 1 - dice.slice(0, 1).mean();
   }
   // MemoryEfficientSoftDiceLoss(batch_dice, smooth=1e-5, do_bg=False).
-  prob = prob.slice(1, 1);                             // (N, K-1, *S)
-  onehot = onehot.slice(1, 1);                         // (N, K-1, *S)
-  torch::Tensor inter = (prob * onehot).sum(spatial);  // (N, K-1)
-  torch::Tensor pred = prob.sum(spatial);              // (N, K-1)
-  torch::Tensor gt = onehot.sum(spatial);              // (N, K-1)
-  if (spec.batch_dice) {
-    inter = inter.sum(0);
-    pred = pred.sum(0);
-    gt = gt.sum(0);
+  return SoftDice(prob.slice(1, 1), onehot.slice(1, 1), spec);
+}
+
+// Whether each voxel of `target` (N, *S) is in each region: (N, R, *S)
+// float32, as batchgeneratorsv2's ConvertSegmentationToRegionsTransform.
+torch::Tensor RegionTargets(const torch::Tensor& target,
+                            const std::vector<std::vector<int>>& regions) {
+  std::vector<torch::Tensor> maps;
+  for (const std::vector<int>& r : regions) {
+    const torch::Tensor members = torch::tensor(std::vector<int64_t>(r.begin(), r.end()),
+                                                target.options().dtype(torch::kInt64));
+    maps.push_back(torch::isin(target, members));
   }
-  const double smooth = 1e-5;
-  torch::Tensor dice = (2 * inter + smooth) / torch::clamp_min(gt + pred + smooth, 1e-8);
-  return -dice.mean();
+  return torch::stack(maps, 1).to(torch::kFloat32);
 }
 
 }  // namespace
@@ -48,6 +68,7 @@ LossSpec MakeLossSpec(const Config& config) {
   spec.kind = config.train.loss;
   spec.batch_dice = config.train.batch_dice;
   spec.nnunet = config.model.kind == "nnunet";
+  spec.regions = config.model.regions;
   if (config.train.deep_supervision) {
     const int outputs = Geometry(config.model).levels();  // one per decoder level
     spec.weights.clear();
@@ -77,23 +98,46 @@ torch::Tensor SegmentationLoss(const std::vector<torch::Tensor>& outputs,
       const int64_t f = target.size(d - 1) / logits.size(d);
       if (f > 1) t = t.slice(d - 1, f / 2, c10::nullopt, f);
     }
-    torch::Tensor loss = torch::nn::functional::cross_entropy(logits, t);
-    if (spec.kind == "ce_dice") loss = loss + DiceTerm(logits, t, spec);
+    torch::Tensor loss;
+    if (spec.regions.empty()) {
+      loss = torch::nn::functional::cross_entropy(logits, t);
+      if (spec.kind == "ce_dice") loss = loss + DiceTerm(logits, t, spec);
+    } else {
+      const torch::Tensor regions =
+          RegionTargets(t, spec.regions).to(logits.dtype());  // (N, R, *S)
+      loss = torch::binary_cross_entropy_with_logits(logits, regions);
+      if (spec.kind == "ce_dice") loss = loss + SoftDice(torch::sigmoid(logits), regions, spec);
+    }
     if (outputs.size() > 1) loss = loss * spec.weights[i];
     total = total.defined() ? total + loss : loss;
   }
   return total;
 }
 
-DiceCounter::DiceCounter(int num_classes)
-    : num_classes_(num_classes), counts_(3 * num_classes, 0) {}
+torch::Tensor PredictedClasses(const torch::Tensor& logits, const ModelConfig& model) {
+  torch::NoGradGuard no_grad;
+  if (model.regions.empty()) return logits.argmax(1);
+  const torch::Tensor in = torch::sigmoid(logits.to(torch::kFloat32)) > 0.5;  // (N, R, *S)
+  torch::Tensor classes = torch::zeros_like(logits.select(1, 0), torch::kInt64);
+  for (size_t r = 0; r < model.regions.size(); ++r)
+    classes.masked_fill_(in.select(1, static_cast<int64_t>(r)), model.regions_class_order[r]);
+  return classes;
+}
+
+DiceCounter::DiceCounter(const ModelConfig& model)
+    : num_classes_(model.regions.empty() ? model.num_classes
+                                         : static_cast<int>(model.regions.size()) + 1),
+      regions_(model.regions),
+      counts_(3 * num_classes_, 0) {}
 
 void DiceCounter::Add(const torch::Tensor& logits, const torch::Tensor& target) {
   torch::NoGradGuard no_grad;
-  torch::Tensor pred = logits.argmax(1);  // (N, *S)
+  const torch::Tensor pred = regions_.empty() ? logits.argmax(1) : torch::sigmoid(logits) > 0.5;
+  const torch::Tensor in_region =
+      regions_.empty() ? torch::Tensor() : RegionTargets(target, regions_) > 0.5;  // (N, R, *S)
   for (int c = 1; c < num_classes_; ++c) {
-    torch::Tensor p = pred == c;
-    torch::Tensor t = target == c;
+    const torch::Tensor p = regions_.empty() ? pred == c : pred.select(1, c - 1);
+    const torch::Tensor t = regions_.empty() ? target == c : in_region.select(1, c - 1);
     counts_[3 * c] += (p & t).sum().item<int64_t>();
     counts_[3 * c + 1] += p.sum().item<int64_t>();
     counts_[3 * c + 2] += t.sum().item<int64_t>();

@@ -44,24 +44,30 @@ std::string DatasetJson(const NnunetExportOptions& o, const ModelConfig& m) {
       throw UsageError("--dataset-json " + o.dataset_json +
                        ": expected nnU-Net's dataset.json (channel_names, labels, file_ending)");
     }
-    if (static_cast<int>(channels.size()) != m.in_channels ||
-        static_cast<int>(labels.size()) != m.num_classes) {
-      throw UsageError("--dataset-json " + o.dataset_json + " names " +
-                       std::to_string(channels.size()) + " channels and " +
-                       std::to_string(labels.size()) + " labels, but the model takes " +
-                       std::to_string(m.in_channels) + " channels and predicts " +
-                       std::to_string(m.num_classes) +
-                       " classes; give the dataset.json of the "
-                       "data it was trained on");
+    // Plain labels: one per output; regions: background and one per output.
+    const int heads = static_cast<int>(labels.size()) - (m.regions.empty() ? 0 : 1);
+    if (static_cast<int>(channels.size()) != m.in_channels || heads != m.num_classes) {
+      throw UsageError(
+          "--dataset-json " + o.dataset_json + " names " + std::to_string(channels.size()) +
+          " channels and " + std::to_string(labels.size()) + " labels, but the model takes " +
+          std::to_string(m.in_channels) + " channels and predicts " +
+          std::to_string(m.num_classes) + (m.regions.empty() ? " classes" : " regions") +
+          "; give the dataset.json of the data it was trained on");
     }
     for (const auto& label : labels) {
-      if (!label.second.IsScalar()) {
+      if (m.regions.empty() && !label.second.IsScalar()) {
         throw UsageError("--dataset-json " + o.dataset_json + ": label '" +
                          label.first.as<std::string>() +
-                         "' is a region (a list of labels); region-based training is not built");
+                         "' is a region (a list of labels), but the model was trained on classes; "
+                         "give the dataset.json of the data it was trained on");
       }
     }
     return text;
+  }
+  if (!m.regions.empty()) {
+    throw UsageError(
+        "--format nnunet: the model was trained on regions (model.regions); give "
+        "--dataset-json with the dataset.json that defines them");
   }
   JsonWriter channels, labels;
   for (int c = 0; c < m.in_channels; ++c)

@@ -80,9 +80,9 @@ torch::Tensor PredictLogits(TrainedModel& model, const torch::Tensor& input,
   return SlidingWindowLogits(net, input, options.window, device)[0].to(torch::kCPU);
 }
 
-// Class per voxel (*S) uint8 from logits (K, *S).
-torch::Tensor Classes(const torch::Tensor& logits) {
-  return logits.argmax(0).to(torch::kUInt8).contiguous();
+// Class per voxel (*S) uint8 from logits (K, *S) (regions painted in order).
+torch::Tensor Classes(const torch::Tensor& logits, const ModelConfig& model) {
+  return PredictedClasses(logits.unsqueeze(0), model)[0].to(torch::kUInt8).contiguous();
 }
 
 // NAME_logits.pt: the blended logits and the input as the network saw it.
@@ -133,13 +133,13 @@ void Predict2d(TrainedModel& model, const std::string& path, const fs::path& out
   }
   const torch::Tensor input = ImageTensor(img).unsqueeze(0);                  // (1, C, H, W)
   const torch::Tensor logits = PredictLogits(model, input, device, options);  // (K, H, W)
-  const torch::Tensor classes = Classes(logits);                              // (H, W)
+  const torch::Tensor classes = Classes(logits, model.config.model);          // (H, W)
   const std::string stem = fs::path(path).stem().string();
   WriteMaskAndOverlay(out, stem, img, classes);
   if (options.save_logits) SaveLogits(out, stem, input, logits);
   LogInfo(Str(fs::path(path).filename().string(), ": ", img.width, "x", img.height, ", ",
               WindowsText({img.height, img.width}, options), ", classes ",
-              ClassShares(classes, model.config.model.num_classes)));
+              ClassShares(classes, MaskClasses(model.config.model))));
 }
 
 // A 3-D input on its original voxel grid, prepared as training saw it.
@@ -167,7 +167,7 @@ Volume3d LoadVolume3d(const std::string& path, const ModelConfig& model) {
     v.image = std::move(c.image);
     v.spacing = c.spacing;
     v.space = c.space;
-    for (int64_t k = 0; k < model.num_classes; ++k) v.label_values.push_back(k);
+    for (int64_t k = 0; k < MaskClasses(model); ++k) v.label_values.push_back(k);
     v.seg_file = v.name + ".nii.gz";
     return v;
   }
@@ -205,7 +205,7 @@ void Predict3d(TrainedModel& model, const std::string& path, const fs::path& out
   const torch::Tensor logits = PredictLogits(model, input, device, options);  // (K, *box)
   if (options.save_logits) SaveLogits(out, v.name, input, logits);
   torch::Tensor classes = torch::zeros(v.image.sizes().slice(1), torch::kUInt8);  // (D, H, W)
-  BoxView(classes, begin, size).copy_(Classes(logits));
+  BoxView(classes, begin, size).copy_(Classes(logits, model.config.model));
 
   Volume seg;  // the labels, where the input lies
   seg.dims = {classes.size(2), classes.size(1), classes.size(0)};
@@ -227,7 +227,7 @@ void Predict3d(TrainedModel& model, const std::string& path, const fs::path& out
   WriteMaskAndOverlay(out, v.name, base, classes[z].contiguous());
   LogInfo(Str(v.name, ": ", seg.dims[0], "x", seg.dims[1], "x", seg.dims[2], " (box ", size[2], "x",
               size[1], "x", size[0], "), ", WindowsText(size, options), ", classes ",
-              ClassShares(classes, model.config.model.num_classes)));
+              ClassShares(classes, MaskClasses(model.config.model))));
 }
 
 torch::Device PickDevice(const std::string& requested, const Config& config) {

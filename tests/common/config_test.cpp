@@ -480,6 +480,41 @@ TEST(ConfigValidationTest, FolderNeeds2d) {
              "model.dims = 3: must be 2 when data.kind = folder");
 }
 
+// Region-based training: BraTS' whole tumour, core and enhancing over the
+// nifti classes 0..3; one output per region; errors name the key.
+TEST(ConfigValidationTest, RegionsAreOneOutputEachAndNameTheirClasses) {
+  const std::vector<std::string> brats{"data.kind=nifti",
+                                       "data.path=/data/brats",
+                                       "model.dims=3",
+                                       "model.in_channels=4",
+                                       "model.num_classes=3",
+                                       "data.size=32",
+                                       "model.regions=[[1,2,3],[1,3],[3]]",
+                                       "model.regions_class_order=[2,1,3]"};
+  const Config c = LoadConfig("", brats);
+  EXPECT_EQ(c.model.regions, (std::vector<std::vector<int>>{{1, 2, 3}, {1, 3}, {3}}));
+  EXPECT_EQ(MaskClasses(c.model), 4);
+  EXPECT_NE(DumpConfig(c).find("regions: [[1, 2, 3], [1, 3], [3]]"), std::string::npos);
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> v = brats;
+    v.insert(v.end(), extra.begin(), extra.end());
+    return SetError(v);
+  };
+  EXPECT_HAS(with({"model.num_classes=4"}),
+             "model.num_classes = 4: with model.regions the network has one output per region; "
+             "set it to 3");
+  EXPECT_HAS(with({"model.regions_class_order=[1,2]"}),
+             "model.regions_class_order = [1, 2]: needs one class per region of model.regions (3)");
+  EXPECT_HAS(
+      with({"model.regions=[[1,2],[0]]", "model.num_classes=2", "model.regions_class_order=[1,2]"}),
+      "expected a list of regions, each a list of the classes 1..255 it holds");
+  EXPECT_HAS(
+      with({"model.regions=[[1,2],[2]]", "model.num_classes=2", "model.regions_class_order=[1,2]"}),
+      "must name classes up to 3 when data.kind = nifti");
+  EXPECT_HAS(SetError({"model.regions_class_order=[1]"}),
+             "model.regions_class_order = [1]: applies only with model.regions");
+}
+
 TEST(ConfigValidationTest, NiftiNeedsPathAndTheBratsModel) {
   const std::vector<std::string> brats{"data.kind=nifti", "model.dims=3", "model.in_channels=4",
                                        "model.num_classes=4", "data.size=32"};

@@ -26,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kDataset = "Dataset001_Sample";
+const char* kRegionsDataset = "Dataset002_SampleRegions";  // the same cases, labels as regions
 
 // The fixture's data (made here when the test runs outside ctest), copied
 // into `dir` so each test converts and writes on its own.
@@ -93,15 +94,21 @@ std::string Losses(const std::string& run) {
 // configuration with augmentation off: single-process and pipeline train the
 // same bits, which equal nnUNetTrainer itself from the same initial weights
 // on the same batches (tests/support/nnunet_trainer_parity.py).
+// nnU-Net's validation folder (its predictor, a few seconds a case) is
+// written after the pipeline's run only when `nnunet_validation`.
 void ExpectFiveStepsOfNnunetTrainer(const TempDir& dir, const std::string& pre,
-                                    const std::string& configuration) {
-  const std::vector<std::string> set =
-      Set(dir, {"train.steps=5", "train.steps_per_epoch=2", "data.augment=[]",
-                "data.configuration=" + configuration});
+                                    const std::string& configuration,
+                                    const std::string& dataset = kDataset,
+                                    bool nnunet_validation = false) {
+  std::vector<std::string> set = Set(dir, {"train.steps=5", "train.steps_per_epoch=2",
+                                           "data.augment=[]", "data.configuration=" + configuration,
+                                           "data.dataset=" + dataset, "validate.nnunet=off"});
   const CommandResult single = UpWith("train", {"--single-process", "--out", dir / "single"}, set);
   ASSERT_EQ(single.exit_code, 0) << single.output;
+  if (nnunet_validation) set.back() = "validate.nnunet=on";
   const CommandResult pipe = UpWith("train", {"--out", dir / "pipe"}, set);
   ASSERT_EQ(pipe.exit_code, 0) << pipe.output;
+  EXPECT_EQ(pipe.output.find("Warning"), std::string::npos) << pipe.output;
   EXPECT_EQ(RunDigest(dir / "single"), RunDigest(dir / "pipe"));
   EXPECT_EQ(Losses(dir / "single"), Losses(dir / "pipe"));
   ASSERT_EQ(UpWith("batches", {"--out", dir / "batches.pt"}, set).exit_code, 0);
@@ -114,7 +121,7 @@ void ExpectFiveStepsOfNnunetTrainer(const TempDir& dir, const std::string& pre,
                                            "--preprocessed",
                                            pre,
                                            "--dataset",
-                                           kDataset,
+                                           dataset,
                                            "--configuration",
                                            configuration,
                                            "--fold",
@@ -285,6 +292,26 @@ TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor)
   ExpectNnunetPredicts(dir, pre, "3d_fullres");
 }
 
+// Region-based labels (dataset.json's "organ": [1, 2], "lesion": 2, as
+// nnU-Net's BraTS datasets): one sigmoid output per region, nnUNetTrainer's
+// DC_and_BCE_loss on region targets, bit for bit its steps; validated per
+// region, with nnU-Net's own validation folder.
+TEST_F(NnunetWorkflow, RegionBasedLabelsTrainAsNnunetTrainerDoes) {
+  ExpectFiveStepsOfNnunetTrainer(dir, pre, "3d_fullres", kRegionsDataset, true);
+  const std::string config = Slurp(dir / "pipe/config.yaml");
+  EXPECT_NE(config.find("num_classes: 2"), std::string::npos) << config;
+  EXPECT_NE(config.find("regions: [[1, 2], [2]]"), std::string::npos) << config;
+  EXPECT_NE(config.find("regions_class_order: [1, 2]"), std::string::npos) << config;
+  const std::string metrics = Slurp(dir / "pipe/metrics.jsonl");
+  EXPECT_NE(metrics.find("\"val_dice_r1\""), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\"val_dice_r2\""), std::string::npos) << metrics;
+  // nnU-Net's predictor and metrics on the fold, by region.
+  const fs::path fold = fs::path(dir / "res") / kRegionsDataset /
+                        "nnUNetTrainerUnetPipeline__nnUNetPlans__3d_fullres" / "fold_0";
+  const std::string summary = Slurp(fold / "validation/summary.json");
+  EXPECT_NE(summary.find("\"(1, 2)\""), std::string::npos) << summary;  // nnU-Net's region keys
+}
+
 TEST_F(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
   // The probes train the plans' network on synthetic data of its patch.
   const CommandResult r =
@@ -325,6 +352,19 @@ TEST_F(NnunetWorkflow, MissingDatasetPlansConfigurationOrFoldIsOneLine) {
                         plans})
                 .exit_code,
             0);
+  // An ignore label in dataset.json is refused by name, too.
+  const std::string dataset_json = pre + "/" + kRegionsDataset + "/dataset.json";
+  ASSERT_EQ(RunCommand({SourcePath(".venv/bin/python"), "-c",
+                        "import json,sys; p=sys.argv[1]; j=json.load(open(p)); "
+                        "j['labels']['ignore']=3; json.dump(j,open(p,'w'))",
+                        dataset_json})
+                .exit_code,
+            0);
+  const CommandResult ignore =
+      UpWith("train", {"--out", dir / "run"}, Set(dir, {"data.dataset=2"}));
+  EXPECT_EQ(ignore.exit_code, 2) << ignore.output;
+  EXPECT_NE(ignore.output.find("has an ignore label, which is not built yet"), std::string::npos)
+      << ignore.output;
   std::vector<std::string> cascade = Set(dir, {"data.configuration=3d_cascade_fullres"});
   const CommandResult refused = UpWith("train", {"--out", dir / "run"}, cascade);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;

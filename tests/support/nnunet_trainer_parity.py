@@ -42,6 +42,8 @@ def main():
     from batchgenerators.utilities.file_and_folder_operations import load_json
     from batchgeneratorsv2.transforms.utils.deep_supervision_downsampling import \
         DownsampleSegForDSTransform
+    from batchgeneratorsv2.transforms.utils.seg_to_regions import \
+        ConvertSegmentationToRegionsTransform
     from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 
     torch.set_num_threads(1)
@@ -59,6 +61,11 @@ def main():
 
     batches = torch.load(a.batches, weights_only=True)
     down = DownsampleSegForDSTransform(ds_scales=t._get_deep_supervision_scales())
+    labels = t.label_manager
+    # Region-based: the segmentation becomes region maps before the
+    # downsampling, as in nnUNetTrainer's training transforms.
+    to_regions = ConvertSegmentationToRegionsTransform(labels.foreground_regions, channel_in_seg=0) \
+        if labels.has_regions else None
     ours = [float(v) for v in a.our_losses.split(",")]
     failed = False
     for s in range(a.steps):
@@ -72,7 +79,10 @@ def main():
             m += 1
         data = torch.cat(images)  # (B, C, *S)
         seg = torch.cat(masks)[:, None].to(torch.int16)  # (B, 1, *S), as nnU-Net's loader
-        per_sample = [down(segmentation=seg[i])["segmentation"] for i in range(seg.shape[0])]
+        per_sample = []
+        for i in range(seg.shape[0]):
+            one = seg[i] if to_regions is None else to_regions(segmentation=seg[i])["segmentation"]
+            per_sample.append(down(segmentation=one)["segmentation"])
         target = [torch.stack([ps[k] for ps in per_sample]) for k in range(len(per_sample[0]))]
         loss = float(t.train_step({"data": data, "target": target})["loss"])
         lr = t.optimizer.param_groups[0]["lr"]
