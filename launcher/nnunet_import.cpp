@@ -9,6 +9,7 @@
 
 #include "common/data/case_cache.h"
 #include "common/errors.h"
+#include "common/file_lock.h"
 #include "common/fs_util.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
@@ -94,36 +95,53 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
     regions += (r ? "," : "") + JsonWriter::Array(ds.regions[r]);
   regions += "]";
   const std::string version = ds.regions.empty() ? "nnunet-import 1" : "nnunet-import 1 " + regions;
+  // What is missing or stale: the cases, the index, nnU-Net's split.
   std::vector<std::string> names, todo_names, todo_stamps;
-  for (const NnunetCaseFiles& c : cases) {
-    names.push_back(c.name);
-    const std::string stamp = FilesStamp(version, c.files);
-    if (!UpToDate(d.cache + "/" + c.name, stamp)) {
-      todo_names.push_back(c.name);
-      todo_stamps.push_back(stamp);
+  bool index_current = false, need_splits = false;
+  auto survey = [&] {
+    names.clear();
+    todo_names.clear();
+    todo_stamps.clear();
+    for (const NnunetCaseFiles& c : cases) {
+      names.push_back(c.name);
+      const std::string stamp = FilesStamp(version, c.files);
+      if (!UpToDate(d.cache + "/" + c.name, stamp)) {
+        todo_names.push_back(c.name);
+        todo_stamps.push_back(stamp);
+      }
     }
-  }
-  std::error_code ec;
-  bool index_current = false;
-  if (fs::is_regular_file(d.cache + "/cache.json", ec)) {
-    try {
-      const CacheIndex index = ReadCacheIndex(d.cache);
-      index_current = index.cases == names && index.label_values.size() == ds.label_names.size();
-    } catch (const Error&) {
+    std::error_code ec;
+    index_current = false;
+    if (fs::is_regular_file(d.cache + "/cache.json", ec)) {
+      try {
+        const CacheIndex index = ReadCacheIndex(d.cache);
+        index_current = index.cases == names && index.label_values.size() == ds.label_names.size();
+      } catch (const Error&) {
+      }
     }
-  }
-  const bool need_splits = d.fold != "all" && !fs::exists(ds.splits_file(), ec);
-  if (todo_names.empty() && index_current && !need_splits) {
+    need_splits = d.fold != "all" && !fs::exists(ds.splits_file(), ec);
+    return !todo_names.empty() || !index_current || need_splits;
+  };
+  auto up_to_date = [&] {
     LogInfo(Str("nnU-Net: ", cases.size(), " cases of ", ds.name, " (", ds.data_identifier,
                 ") up to date in ", d.cache));
     return out;
-  }
+  };
+  if (!survey()) return up_to_date();  // no lock needed (a read-only cache works)
 
+  std::error_code ec;
   fs::create_directories(d.cache, ec);
   if (ec) {
     throw UsageError("data.cache = '" + d.cache + "': cannot create it (" + ec.message() +
                      "); set data.cache to a writable folder");
   }
+  // One run converts at a time (five folds started at once share the
+  // cache); whoever waited finds the work done, or what is left of it.
+  const FileLock lock(d.cache + "/.import.lock", [&] {
+    LogInfo(
+        Str("nnU-Net: another run is converting ", ds.name, " into ", d.cache, "; waiting for it"));
+  });
+  if (!survey()) return up_to_date();
   std::string todo = "[";
   for (size_t i = 0; i < todo_names.size(); ++i) {
     todo += std::string(i ? "," : "") + "{\"name\":" + JsonWriter::Quote(todo_names[i]) +

@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "tests/support/command.h"
 
@@ -310,6 +311,36 @@ TEST_F(NnunetWorkflow, RegionBasedLabelsTrainAsNnunetTrainerDoes) {
                         "nnUNetTrainerUnetPipeline__nnUNetPlans__3d_fullres" / "fold_0";
   const std::string summary = Slurp(fold / "validation/summary.json");
   EXPECT_NE(summary.find("\"(1, 2)\""), std::string::npos) << summary;  // nnU-Net's region keys
+}
+
+// Folds started at once (as five nnUNetv2_train jobs often are) share the
+// cache: one converts while the other waits for it, then finds it done.
+TEST_F(NnunetWorkflow, RunsStartedAtOnceConvertOnce) {
+  std::vector<std::unique_ptr<BackgroundCommand>> runs;
+  for (const char* fold : {"0", "1"}) {
+    std::vector<std::string> argv{BinPath("unet-pipeline"),
+                                  "batches",
+                                  "--config",
+                                  SourcePath("tests/data/nnunet/empty.yaml"),
+                                  "--out",
+                                  dir / (std::string("b") + fold + ".pt"),
+                                  "--steps",
+                                  "1"};
+    for (const std::string& s : Set(dir, {"train.steps=1", std::string("data.fold=") + fold}))
+      argv.insert(argv.end(), {"--set", s});
+    runs.push_back(std::make_unique<BackgroundCommand>(argv));
+  }
+  int converted = 0, found_done = 0;
+  for (auto& run : runs) {
+    const CommandResult r = run->Wait(300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    converted += r.output.find("converting 6 of 6 cases") != std::string::npos;
+    found_done += r.output.find(
+                      "6 cases of Dataset001_Sample (nnUNetPlans_3d_fullres) up to "
+                      "date") != std::string::npos;
+  }
+  EXPECT_EQ(converted, 1);
+  EXPECT_EQ(found_done, 1);
 }
 
 TEST_F(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
