@@ -72,7 +72,9 @@ TEST(Fp16, OverflowSkipsAndBacksOffAlikeInEveryTrainer) {
 
 TEST(Fp16, MicroBatchesAndRecomputeEqualSingleProcess) {
   TempDir dir;
-  for (const std::string mb : {"1", "4"}) {
+  // Tiny's 2 micro-batches a step are the other fp16 tests' pipeline, one
+  // a step Replicas.Fp16NnunetWithDeepSupervisionEqualsSingleProcess's.
+  for (const std::string mb : {"4"}) {
     const std::vector<std::string> sets{"--set", "train.micro_batches=" + mb};
     std::vector<std::string> single_args = sets;
     single_args.push_back("--single-process");
