@@ -863,7 +863,7 @@ void ReadModel(const Reader& r, Config* c) {
     return;
   }
   r.Int("model.in_channels", &m->in_channels, kAtLeast1);
-  r.Int("model.num_classes", &m->num_classes, {2, INT_MAX});
+  r.Int("model.num_classes", &m->num_classes, {1, INT_MAX});  // >= 2 without regions
   if (m->kind == "classic") {
     r.Int("model.dims", &m->dims, {2, 3});
     r.IntSeq("model.features", &m->features, 1, 8, 1);
@@ -1030,6 +1030,10 @@ void ReadRegions(const Reader& r, const std::optional<NnunetDataset>& found, Mod
   }
   r.IntSeq("model.regions_class_order", &m->regions_class_order, 0, 255, 1);
   const size_t n = m->regions.size();
+  if (n == 0 && m->num_classes < 2) {
+    r.FailAt("model.num_classes", std::to_string(m->num_classes),
+             "must be >= 2 (class 0 is the background; a single output needs model.regions)");
+  }
   if (n == 0) {
     if (!m->regions_class_order.empty())
       r.FailAt("model.regions_class_order", IntList(m->regions_class_order),

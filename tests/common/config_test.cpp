@@ -511,6 +511,11 @@ TEST(ConfigValidationTest, RegionsAreOneOutputEachAndNameTheirClasses) {
   EXPECT_HAS(
       with({"model.regions=[[1,2],[2]]", "model.num_classes=2", "model.regions_class_order=[1,2]"}),
       "must name classes up to 3 when data.kind = nifti");
+  // One region is one output (a sigmoid), below the classes' two.
+  EXPECT_EQ(LoadConfig("", {"model.regions=[[1,2]]", "model.num_classes=1",
+                            "model.regions_class_order=[1]"})
+                .model.num_classes,
+            1);
   EXPECT_HAS(SetError({"model.regions_class_order=[1]"}),
              "model.regions_class_order = [1]: applies only with model.regions");
 }
