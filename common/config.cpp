@@ -979,7 +979,7 @@ std::optional<NnunetDataset> ReadNnunetData(const Reader& r, Config* c) {
     m->plans = ds.plans_file;
   if (!r.Has("model.configuration")) m->configuration = d->configuration;
   m->in_channels = static_cast<int>(ds.channel_names.size());
-  m->num_classes = static_cast<int>(ds.regions.empty() ? ds.label_names.size() : ds.regions.size());
+  m->num_classes = ds.outputs();
   return ds;
 }
 
@@ -988,8 +988,7 @@ void CheckNnunetModel(const Reader& r, const Config& c, const std::optional<Nnun
   if (!found) return;
   const NnunetDataset& ds = *found;
   const int channels = static_cast<int>(ds.channel_names.size());
-  const int classes =
-      static_cast<int>(ds.regions.empty() ? ds.label_names.size() : ds.regions.size());
+  const int classes = ds.outputs();
   if (c.model.in_channels != channels)
     r.FailAt("model.in_channels", "",
              ds.name + "'s dataset.json has " + std::to_string(channels) +

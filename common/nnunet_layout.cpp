@@ -174,7 +174,6 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
       if (members == std::vector<int>{0}) continue;  // background
       for (int v : members) largest = std::max(largest, v);
       d.regions.push_back(members);
-      d.region_names.push_back(label);
     }
     const YAML::Node order = ds["regions_class_order"];
     if (!order.IsSequence() || order.size() != d.regions.size()) {

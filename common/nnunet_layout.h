@@ -37,9 +37,12 @@ struct NnunetDataset {
   // values it holds, in dataset.json's order; the labels are then 0..the
   // largest value named ("label k"). Empty: plain labels.
   std::vector<std::vector<int>> regions;
-  std::vector<std::string> region_names;
   std::vector<int> regions_class_order;  // the label each region paints, in order
   std::string splits_file() const { return dir + "/splits_final.json"; }
+  // The network's outputs: one per label, or one per region.
+  int outputs() const {
+    return static_cast<int>(regions.empty() ? label_names.size() : regions.size());
+  }
 };
 
 // Finds `dataset` (a name like Dataset001_Sample, its number "1", or a

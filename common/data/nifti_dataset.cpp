@@ -177,8 +177,8 @@ BratsCase LoadBratsCase(const std::string& case_dir, bool with_labels) {
 NiftiDataset::NiftiDataset(const ModelConfig& model, const DataConfig& data) {
   if (model.in_channels != 4 || MaskClasses(model) != 4) {
     throw UsageError(
-        "data.kind = nifti needs model.in_channels = 4 and model.num_classes = 4 (BraTS); set "
-        "them with --set");
+        "data.kind = nifti needs model.in_channels = 4 and the 4 classes of BraTS "
+        "(model.num_classes = 4, or model.regions over classes 0..3); set them with --set");
   }
   std::error_code ec;
   if (!fs::is_directory(data.path, ec)) {

@@ -49,7 +49,7 @@ torch::Tensor DiceTerm(const torch::Tensor& logits, const torch::Tensor& target,
 }
 
 // Whether each voxel of `target` (N, *S) is in each region: (N, R, *S)
-// float32, as batchgeneratorsv2's ConvertSegmentationToRegionsTransform.
+// bool, as batchgeneratorsv2's ConvertSegmentationToRegionsTransform.
 torch::Tensor RegionTargets(const torch::Tensor& target,
                             const std::vector<std::vector<int>>& regions) {
   std::vector<torch::Tensor> maps;
@@ -58,7 +58,7 @@ torch::Tensor RegionTargets(const torch::Tensor& target,
                                                 target.options().dtype(torch::kInt64));
     maps.push_back(torch::isin(target, members));
   }
-  return torch::stack(maps, 1).to(torch::kFloat32);
+  return torch::stack(maps, 1);
 }
 
 }  // namespace
@@ -134,7 +134,7 @@ void DiceCounter::Add(const torch::Tensor& logits, const torch::Tensor& target) 
   torch::NoGradGuard no_grad;
   const torch::Tensor pred = regions_.empty() ? logits.argmax(1) : torch::sigmoid(logits) > 0.5;
   const torch::Tensor in_region =
-      regions_.empty() ? torch::Tensor() : RegionTargets(target, regions_) > 0.5;  // (N, R, *S)
+      regions_.empty() ? torch::Tensor() : RegionTargets(target, regions_);  // (N, R, *S)
   for (int c = 1; c < num_classes_; ++c) {
     const torch::Tensor p = regions_.empty() ? pred == c : pred.select(1, c - 1);
     const torch::Tensor t = regions_.empty() ? target == c : in_region.select(1, c - 1);
