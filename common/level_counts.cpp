@@ -21,10 +21,13 @@ int64_t Product(const std::vector<int>& v) {
 }
 
 // Ends a block that began when the level held `start` activation elements:
-// `input` is what checkpointing the block keeps of it (its input).
-void EndBlock(int64_t start, int64_t input, StageCounts* s) {
+// `input` is what checkpointing the block keeps of it (its input), `held`
+// what its rebuild holds besides the activations counted since `start`: the
+// inputs its graph saves (an input nothing saves is let go once the block is
+// rebuilt: level_checkpoint.h) and the gradient entering it.
+void EndBlock(int64_t start, int64_t input, int64_t held, StageCounts* s) {
   s->block_checkpoint_elements += input;
-  s->largest_block = std::max(s->largest_block, s->activation_elements - start + input);
+  s->largest_block = std::max(s->largest_block, s->activation_elements - start + held);
 }
 
 // A level's checkpoint (its inputs) and its whole working set; a level that
@@ -39,19 +42,21 @@ void EndLevel(int64_t input, StageCounts* s) {
 }
 
 // A double convolution in -> out: two bias-free 3^d convs, two norms; each
-// conv-norm-ReLU a block. `extra`: what the first block holds besides its
-// conv input (the decoder's upsampled tensor).
+// conv-norm-ReLU a block. `kept`: what checkpointing keeps of the first block
+// (its inputs), `held`: what its rebuild holds besides its conv's input (an
+// encoder level's input before the pooling; the decoder's level below, which
+// the upsampling saves).
 void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s,
-                   int64_t extra = 0) {
+                   int64_t kept, int64_t held) {
   const int64_t k = Pow(3, c.model.dims);
   s->parameters += k * in * out + k * out * out + 4 * out;         // convs + two affine norms
   if (c.model.norm == "batch") s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
   int64_t start = s->activation_elements;
   s->activation_elements += in * voxels + 2 * out * voxels;
-  EndBlock(start, extra, s);
+  EndBlock(start, kept, held + out * voxels, s);  // and the gradient of its output
   start = s->activation_elements;
   s->activation_elements += 2 * out * voxels;
-  EndBlock(start, out * voxels, s);
+  EndBlock(start, out * voxels, 2 * out * voxels, s);  // its input, its output's gradient
   s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
 }
 
@@ -83,7 +88,9 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
   if (residual) {  // the stem: one conv at full resolution, level 0's first block
     AddNnunetConv(c, in, a.features[0], Product(a.kernel_sizes[0]), a.conv_bias,
                   VoxelsAt(c, StageScale(a, 0)), &levels[0]);
-    EndBlock(level_input[0], level_input[0], &levels[0]);
+    EndBlock(level_input[0], level_input[0],
+             level_input[0] + a.features[0] * VoxelsAt(c, StageScale(a, 0)),
+             &levels[0]);  // its input, its output's gradient
     in = a.features[0];
   }
   for (int st = 0; st < a.stages(); ++st) {
@@ -105,7 +112,7 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
         if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
         s.activation_elements += f * v;  // the sum, which the nonlin overwrites
       }
-      EndBlock(start, kept, &s);
+      EndBlock(start, kept, kept + f * v, &s);  // its input, its output's gradient
     }
     EndLevel(level_input[static_cast<size_t>(st)], &s);
     in = f;
@@ -125,13 +132,18 @@ std::vector<StageCounts> NnunetDecoderLevels(const Config& c) {
     const int64_t v = VoxelsAt(c, StageScale(a, i));
     s.parameters += below * f * Product(a.strides[i + 1]) + (a.conv_bias ? f : 0);  // transpconv
     // Its inputs: the level below's output and skip i.
-    const int64_t input = below * VoxelsAt(c, StageScale(a, i + 1)) + f * v;
-    s.activation_elements += 3 * f * v;  // the upsampled tensor and the concatenation
+    const int64_t below_elements = below * VoxelsAt(c, StageScale(a, i + 1));
+    const int64_t input = below_elements + f * v;
+    s.activation_elements += f * v;  // the upsampled tensor, which the rebuild lets go
+    const int64_t concatenated = s.activation_elements;
+    s.activation_elements += 2 * f * v;  // the concatenation
     for (int b = 0; b < a.decoder_convs[n - 2 - i]; ++b) {
-      // The first block is the upsampling, the concatenation and the first conv block.
-      const int64_t start = b == 0 ? 0 : s.activation_elements;
+      // The first block is the upsampling, the concatenation and the first
+      // conv block: its rebuild holds the level below's output (the
+      // upsampling saves it), the concatenation on, and its output's gradient.
+      const int64_t start = b == 0 ? concatenated : s.activation_elements;
       AddNnunetConv(c, b == 0 ? 2 * f : f, f, Product(a.kernel_sizes[i]), a.conv_bias, v, &s);
-      EndBlock(start, b == 0 ? input : f * v, &s);
+      EndBlock(start, b == 0 ? input : f * v, (b == 0 ? below_elements : f * v) + f * v, &s);
     }
     EndLevel(input, &s);
     s.parameters += f * c.model.num_classes + c.model.num_classes;        // seg layer (all exist)
@@ -224,14 +236,15 @@ std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
   for (int i = 0; i < levels; ++i) {
     const int64_t f = c.model.features[i];
     StageCounts& s = out[static_cast<size_t>(i)];
-    AddDoubleConv(c, in, f, VoxelsAtLevel(c, i), &s, input);
+    // The pooling saves the level's input (level 0's input is its conv's).
+    AddDoubleConv(c, in, f, VoxelsAtLevel(c, i), &s, input, i == 0 ? 0 : input);
     EndLevel(input, &s);
     // The max-pool feeding level i + 1 runs there; its indices (int64 = 2 floats).
     out[static_cast<size_t>(i + 1)].activation_elements += 2 * f * VoxelsAtLevel(c, i + 1);
     input = f * VoxelsAtLevel(c, i);
     in = f;
   }
-  AddDoubleConv(c, in, 2 * in, VoxelsAtLevel(c, levels), &out.back(), input);
+  AddDoubleConv(c, in, 2 * in, VoxelsAtLevel(c, levels), &out.back(), input, input);
   EndLevel(input, &out.back());
   return out;
 }
@@ -246,11 +259,12 @@ std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
     StageCounts& s = out[static_cast<size_t>(i)];
     const int64_t f = c.model.features[i];
     s.parameters += in * f * Pow(2, c.model.dims) + f;  // transposed conv + bias
-    // Its inputs, the level below's output and skip i; the first block also
-    // holds the upsampled tensor.
-    const int64_t input = in * VoxelsAtLevel(c, i + 1) + f * VoxelsAtLevel(c, i);
-    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s,
-                  input + f * VoxelsAtLevel(c, i));  // its conv input is the concatenation
+    // Its inputs, the level below's output and skip i. Its first block's conv
+    // takes their concatenation; the upsampling saves the level below's output,
+    // and the upsampled tensor and the skip go once concatenated.
+    const int64_t below = in * VoxelsAtLevel(c, i + 1);
+    const int64_t input = below + f * VoxelsAtLevel(c, i);
+    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s, input, below);
     EndLevel(input, &s);
     in = f;
   }

@@ -27,7 +27,9 @@ struct StageCounts {
   // level's inputs (`checkpoint_elements`) or each block's
   // (`block_checkpoint_elements`), and the one unit it rebuilds at a time,
   // the largest level's activations (its inputs included) or the largest
-  // block's. A kind without blocks counts each level as its one block.
+  // block's (what its graph saves, inputs included, and the gradient entering
+  // it: an input nothing saves goes once the block is rebuilt). A kind
+  // without blocks counts each level as its one block.
   int64_t checkpoint_elements = 0;
   int64_t block_checkpoint_elements = 0;
   int64_t largest_level = 0;

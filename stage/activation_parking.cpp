@@ -35,6 +35,22 @@ void ActivationParking::Park(PartTensors* host, const std::function<void()>& rel
   *host = std::move(parked);
 }
 
+void ActivationParking::ParkGradients(std::vector<torch::Tensor>* grads,
+                                      const std::function<void()>& release) const {
+  if (!on() || !device_.is_cpu() || grads->empty()) return;
+  for (torch::Tensor& g : *grads) {
+    torch::Tensor buffer = EmptyUncounted(g.sizes(), g.scalar_type());  // (as g)
+    buffer.copy_(g);
+    g = buffer;
+  }
+  release();
+}
+
+torch::Tensor ActivationParking::GradientToDevice(const torch::Tensor& g) const {
+  if (on() && device_.is_cpu()) return ToDevice(g);
+  return g.to(device_);
+}
+
 PartTensors ActivationParking::Leaves(const PartTensors& host, bool leaves) const {
   PartTensors out;
   for (const auto& [name, t] : host) {

@@ -44,6 +44,11 @@ class ActivationParking {
   // `release` gives their slots back once they are copied. No-op when off or
   // on a GPU (the slots are host memory there already).
   void Park(PartTensors* host, const std::function<void()>& release) const;
+  // The gradients a stage received for its outputs (`grads`, views of ring
+  // slots) parked the same way, for PartBackward to bring in one at a time.
+  void ParkGradients(std::vector<torch::Tensor>* grads, const std::function<void()>& release) const;
+  // A received gradient on the device, as the backward reaches its output.
+  torch::Tensor GradientToDevice(const torch::Tensor& g) const;
   // The inputs the graph takes: on the device now (off), or where they lie
   // (on); `leaves`: the received ones (all but "images") require gradients.
   PartTensors Leaves(const PartTensors& host, bool leaves) const;

@@ -5,6 +5,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/model/eval_mode.h"
+#include "common/model/part_backward.h"
 #include "common/model/precision.h"
 #include "common/test_hooks.h"
 #include "common/trace.h"
@@ -206,21 +207,29 @@ void PartStage::Backward(int64_t step, int mb) {
     kept.outputs = Recompute(kept.used);
   }
   TraceSpan span(Str("backward m", mb), "compute");
-  std::vector<torch::Tensor> outputs, grads;
+  std::vector<torch::Tensor> outputs, grads;  // grads where they lie (ring slots, or parked)
   std::vector<std::pair<Link*, ipc::TensorMessage>> received;
   for (Link& link : downstream_) {
     ipc::TensorMessage g = ReceiveChecked(link, step, mb, ipc::Direction::kBackward);
     for (size_t i = 0; i < g.tensors.size(); ++i) {
       outputs.push_back(kept.outputs.at(link.channel->tensors[i].name));
-      grads.push_back(g.tensors[i].tensor.to(device_));
+      grads.push_back(g.tensors[i].tensor);
     }
     received.emplace_back(&link, std::move(g));
   }
+  auto release = [&] {
+    for (auto& [link, g] : received) link->receiver->Release(g);
+    received.clear();
+  };
+  parking_.ParkGradients(&grads, release);  // pipeline.offload: outside the device until used
+  kept.outputs.clear();
   TestHookPoint(key(), "backward", step + 1);
-  // A skip sent to two stages is here twice: autograd sums both gradients.
-  torch::autograd::backward(outputs, grads);
+  // A skip sent to two stages is here twice: its gradients are summed.
+  PartBackward(&outputs, grads,
+               [this](const torch::Tensor& g) { return parking_.GradientToDevice(g); });
   parking_.EndBackward();
-  for (auto& [link, g] : received) link->receiver->Release(g);
+  grads.clear();
+  release();
   SendGradients(step, mb, kept.used);
   Release(kept.inputs);
   kept_.erase(found);

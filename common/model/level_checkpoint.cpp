@@ -3,6 +3,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include "common/model/activation_offload.h"
 #include "common/model/precision.h"
@@ -26,6 +27,22 @@ struct LevelCall : torch::CustomClassHolder {
   std::vector<bool> input_grad;  // which inputs need a gradient
 };
 
+// An input the graph just rebuilt does not save (a concatenation's: the skip
+// a decoder level joins to its upsampled input) is needed after the rebuild
+// only as the place its gradient is taken at, not for its values: its memory
+// goes now, before the backward through the unit, instead of after it. A
+// tensor is let go only when nothing but `in` and its gradient accumulator
+// holds it and no other tensor shares its storage (a saved input is held by
+// the graph too).
+void ReleaseUnsaved(std::vector<torch::Tensor>* in) {
+  for (torch::Tensor& t : *in) {
+    if (!t.defined() || t.storage().use_count() != 1) continue;
+    const bool accumulator = torch::autograd::impl::try_get_grad_accumulator(t) != nullptr;
+    if (t.use_count() != 1 + (accumulator ? 1 : 0)) continue;
+    t.set_data(torch::empty({0}, t.options()));
+  }
+}
+
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
   // The parameters are inputs too, so that the output needs a gradient even
   // where no input does (the first level's image) and their gradients come
@@ -48,7 +65,7 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto call = c10::static_intrusive_pointer_cast<LevelCall>(ctx->saved_data["call"].toCapsule());
-    const std::vector<torch::Tensor> kept =
+    std::vector<torch::Tensor> kept =
         call->offload ? call->offload->Fetch(call->parked) : ctx->get_saved_variables();
     std::vector<torch::Tensor> in;
     for (size_t i = 0; i < kept.size(); ++i)
@@ -66,6 +83,10 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
       // The autocast state the forward ran under, for its recompute.
       AutocastSetting autocast(call->device_type, call->autocast, call->autocast_dtype);
       out = call->fn(in);
+    }
+    if (call->offload) {
+      kept.clear();  // the fetched copies are this backward's alone
+      ReleaseUnsaved(&in);
     }
     size_t i = 0;
     for (torch::nn::Module* m : call->modules) {

@@ -23,7 +23,9 @@ using LevelFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
 // the level's parameters and buffers; they and `fn` must outlive the backward. Without grad
 // mode (or with no input or parameter needing a gradient) it is just fn(inputs).
 // With `offload`, the kept inputs wait in its host memory instead of on the
-// device (activation_offload.h); it must outlive the backward too.
+// device (activation_offload.h); it must outlive the backward too. Fetched
+// back, an input the rebuilt graph does not save leaves the device before
+// the backward through the unit runs.
 torch::Tensor CheckpointedLevel(const std::vector<torch::nn::Module*>& modules, LevelFn fn,
                                 const std::vector<torch::Tensor>& inputs,
                                 ActivationOffload* offload = nullptr);

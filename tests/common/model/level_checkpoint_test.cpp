@@ -128,6 +128,48 @@ TEST(LevelCheckpoint, OffloadGivesTheSameBitsWithLessOnTheDevice) {
              TrainClassic(CheckpointUnit::kBlock, "bf16", /*offload=*/true));
 }
 
+// Offloaded, an input the rebuilt graph does not save (a concatenation's)
+// leaves the device before the backward through the unit runs; one it saves
+// (a product's) stays. The gradients are autograd's own.
+TEST(LevelCheckpoint, OffloadLetsGoOfInputsTheGraphDoesNotSave) {
+  InstallTensorAccounting();
+  const torch::Device cpu(torch::kCPU);
+  const int64_t n = 1 << 18;  // floats per input: 1 MiB
+  const torch::Tensor a0 = torch::randn({n}), b0 = torch::randn({n});
+  auto run = [&](bool checkpoint, bool multiply, std::vector<torch::Tensor>* grads) {
+    const torch::Tensor a = a0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    // (2n): the concatenation saves neither input, the in-place relu its
+    // output; a product saves both its inputs.
+    LevelFn fn = [multiply](const std::vector<torch::Tensor>& in) {
+      torch::Tensor joined =
+          multiply ? torch::cat({in[0] * in[1], in[1]}) : torch::cat({in[0], in[1]});
+      return joined.relu_();
+    };
+    ActivationOffload parked(cpu);
+    torch::Tensor y = checkpoint ? CheckpointedLevel({}, fn, {a, b}, &parked) : fn({a, b});
+    const torch::Tensor g = torch::ones({2 * n});  // the gradient entering the unit
+    const int64_t before = TensorBytesOn(cpu).live;
+    ResetPeakTensorBytes(cpu);
+    y.backward(g);
+    const int64_t peak = TensorBytesOn(cpu).peak - before;
+    *grads = {a.grad(), b.grad()};
+    return peak;
+  };
+  std::vector<torch::Tensor> plain, rebuilt;
+  run(false, false, &plain);
+  const int64_t unit = 4 * n;  // bytes of one input
+  // Rebuilt: the concatenation (2 units) and its gradient (2) on top of
+  // the entering gradient; the two fetched inputs (2 more) are gone by then.
+  const int64_t peak = run(true, false, &rebuilt);
+  EXPECT_TRUE(torch::equal(plain[0], rebuilt[0]) && torch::equal(plain[1], rebuilt[1]));
+  EXPECT_LT(peak, 5 * unit) << "the fetched inputs stayed through the backward";
+  // A product saves its inputs: they stay, and the gradients are still exact.
+  run(false, true, &plain);
+  const int64_t saved_peak = run(true, true, &rebuilt);
+  EXPECT_TRUE(torch::equal(plain[0], rebuilt[0]) && torch::equal(plain[1], rebuilt[1]));
+  EXPECT_GT(saved_peak, peak + 2 * unit) << "a saved input was let go";
+}
+
 // The host buffers are a pool: a second step reuses the first's.
 TEST(ActivationOffload, FetchesWhatItParkedAndReusesItsBuffers) {
   InstallTensorAccounting();
