@@ -1,6 +1,7 @@
 // See bench_capacity.h. Each probe is a real training run (bench_trainer.h)
-// under train.memory_budget; a run that ends "out of memory" is a no, any
-// other failure stops the bench.
+// under train.memory_budget; a run that ends "out of memory" is a no (and,
+// below the config's own size, one too small to train), any other failure
+// stops the bench.
 #include "bench/bench_capacity.h"
 
 #include <torch/torch.h>
@@ -138,6 +139,7 @@ class Scaler {
 
 struct Probe {
   bool fits = false;
+  std::string why;  // why not
   TrainerResult result;
 };
 
@@ -176,10 +178,19 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
         p.result = RunTrainer({o.config, way.single_process, s, "", {}}, out);
         p.fits = true;
       } catch (const RuntimeError& e) {
-        if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
+        // Below the config's own size a model may be too small to train at
+        // all (BatchNorm over one value): that size is a no too.
+        const std::string what = e.what();
+        if (what.find("out of memory") != std::string::npos) {
+          p.why = "out of memory";
+        } else if (k < scaler.Base()) {
+          p.why = "too small to train (" + what.substr(what.rfind(": ") + 2) + ")";
+        } else {
+          throw;
+        }
       }
       std::cerr << "bench capacity: " << way.name << ", " << scaler.Describe(k) << ": "
-                << (p.fits ? "trains" : "out of memory") << "\n";
+                << (p.fits ? "trains" : p.why) << "\n";
       fs::remove_all(out);
       return p;
     };

@@ -4,14 +4,18 @@
 //   - what recompute keeps of each unit during B and FB (its input) waits in
 //     host memory until that unit's backward: offload() is handed to the
 //     part's levels;
-//   - the part's received inputs stay in host memory and each enters the
-//     device only as the level that takes it starts, forward and recompute
-//     alike: mover() is handed to the levels, Leaves() keeps them where they
-//     lie (the ring's pinned slots on a GPU);
+//   - the part's received inputs (the first part's: the loader's images)
+//     stay in host memory and each enters the device only as the level that
+//     takes it starts, forward and recompute alike: mover() is handed to the
+//     levels, Leaves() keeps them where they lie (the ring's pinned slots on
+//     a GPU);
+//   - the gradients received for its outputs stay there too until the
+//     backward reaches each (ParkGradients, GradientToDevice; part_backward.h);
 //   - on a CPU device, where host and device are one memory, Park() copies
-//     the received tensors out of the ring into buffers outside the device's
-//     count and gives the slots back, and entering the device is a counted
-//     copy: the budget sees what a GPU would hold.
+//     the received tensors out of the ring (or the loader's batch) into
+//     buffers outside the device's count and gives the slots back, and
+//     entering the device is a counted copy: the budget sees what a GPU
+//     would hold.
 // With it off every call is what the stage did before: inputs on the device
 // at once, nothing parked. One per stage process; not thread-safe.
 #pragma once
@@ -40,7 +44,7 @@ class ActivationParking {
   ActivationOffload* offload() const { return offload_.get(); }
   InputMover mover() const;
 
-  // The received tensors in `host` (views of ring slots) parked as above;
+  // The received tensors in `host` (views of ring slots, or the images) parked as above;
   // `release` gives their slots back once they are copied. No-op when off or
   // on a GPU (the slots are host memory there already).
   void Park(PartTensors* host, const std::function<void()>& release) const;

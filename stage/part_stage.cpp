@@ -161,6 +161,7 @@ void PartStage::Forward(int64_t step, int mb) {
   Kept kept;
   if (first()) {
     kept.inputs.host[kImages] = loader_->Get(step, mb).images;  // (n, C, *S) on the host
+    ParkReceived(kept.inputs);  // pipeline.offload: in host memory until its level runs
   } else {
     kept.inputs = Receive(step, mb);
   }
