@@ -166,19 +166,29 @@ void PartStage::Forward(int64_t step, int mb) {
     kept.inputs = Receive(step, mb);
   }
   PartTensors out;
+  // Offloaded, F builds the graph of the part's units at once: each unit's
+  // input goes to host memory as it runs, so the device keeps nothing of the
+  // micro-batch and B need not run the forward again.
+  const bool units_now = recompute_ && parking_.on();
   {
     AutocastScope autocast(config_.train, device_);
-    if (recompute_) {
+    if (recompute_ && !units_now) {
       torch::NoGradGuard no_graph;  // only the inputs are kept; B runs the forward again
       out = Compute(OnDevice(kept.inputs.host, false));
     } else {
       kept.used = OnDevice(kept.inputs.host, true);
+      kept.parked_from = parking_.offload() ? parking_.offload()->Next() : 0;
       out = Compute(kept.used);
+      kept.parked_end = parking_.offload() ? parking_.offload()->Next() : 0;
     }
   }
   TestHookPoint(key(), "forward", step + 1);
   SendOutputs(step, mb, out);
-  if (!recompute_) kept.outputs = std::move(out);
+  if (units_now) {
+    for (const auto& [name, t] : out) kept.edges.emplace(name, EdgeOf(t));
+  } else if (!recompute_) {
+    kept.outputs = std::move(out);
+  }
   kept_[mb] = std::move(kept);
 }
 
@@ -203,17 +213,20 @@ void PartStage::Backward(int64_t step, int mb) {
   auto found = kept_.find(mb);
   if (found == kept_.end()) throw RuntimeError(Str(name(), ": B", mb, " without F", mb));
   Kept& kept = found->second;
-  if (recompute_) {
+  const bool units_kept = !kept.edges.empty();  // F built them (offloaded)
+  if (recompute_ && !units_kept) {
     kept.used = OnDevice(kept.inputs.host, true);
     kept.outputs = Recompute(kept.used);
   }
   TraceSpan span(Str("backward m", mb), "compute");
-  std::vector<torch::Tensor> outputs, grads;  // grads where they lie (ring slots, or parked)
+  std::vector<OutputEdge> outputs;
+  std::vector<torch::Tensor> grads;  // where they lie (ring slots, or parked)
   std::vector<std::pair<Link*, ipc::TensorMessage>> received;
   for (Link& link : downstream_) {
     ipc::TensorMessage g = ReceiveChecked(link, step, mb, ipc::Direction::kBackward);
     for (size_t i = 0; i < g.tensors.size(); ++i) {
-      outputs.push_back(kept.outputs.at(link.channel->tensors[i].name));
+      const std::string& name = link.channel->tensors[i].name;
+      outputs.push_back(units_kept ? kept.edges.at(name) : EdgeOf(kept.outputs.at(name)));
       grads.push_back(g.tensors[i].tensor);
     }
     received.emplace_back(&link, std::move(g));
@@ -223,12 +236,18 @@ void PartStage::Backward(int64_t step, int mb) {
     received.clear();
   };
   parking_.ParkGradients(&grads, release);  // pipeline.offload: outside the device until used
-  kept.outputs.clear();
+  kept.outputs.clear();                     // the graph keeps what it needs of their values
+  kept.edges.clear();
   TestHookPoint(key(), "backward", step + 1);
   // A skip sent to two stages is here twice: its gradients are summed.
-  PartBackward(&outputs, grads,
+  PartBackward(outputs, grads,
                [this](const torch::Tensor& g) { return parking_.GradientToDevice(g); });
-  parking_.EndBackward();
+  outputs.clear();
+  if (units_kept) {
+    parking_.offload()->Release(kept.parked_from, kept.parked_end);  // this micro-batch's units
+  } else {
+    parking_.EndBackward();
+  }
   grads.clear();
   release();
   SendGradients(step, mb, kept.used);

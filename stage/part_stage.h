@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "common/model/loss.h"
+#include "common/model/part_backward.h"
 #include "common/model/sliding_window.h"
 #include "common/model/unet.h"
 #include "stage/activation_parking.h"
@@ -79,6 +80,10 @@ class PartStage : public TrainingStage {
     Inputs inputs;
     PartTensors used;     // the inputs as the graph took them (leaves on the device)
     PartTensors outputs;  // with their graph (keep), or empty until B recomputes them
+    // Offloaded: the outputs' places in the graph F built (their values
+    // gone), and the handles of the unit inputs F parked.
+    std::map<std::string, OutputEdge> edges;
+    int parked_from = 0, parked_end = 0;
   };
 
   void RunAction(const ipc::Action& action, int64_t step, ipc::TurnReport* report) override;

@@ -1,6 +1,7 @@
 // See activation_offload.h.
 #include "common/model/activation_offload.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -78,6 +79,25 @@ std::vector<torch::Tensor> ActivationOffload::Fetch(int handle) {
     if (!before.issued && !before.host.empty()) Issue(before);
   }
   return out;
+}
+
+void ActivationOffload::Release(int first, int end) {
+  WaitForCopiesOut();
+  stream_.Synchronize();  // no copy still reads a buffer handed out again
+  for (int h = std::max(first, 0); h < std::min(end, Next()); ++h) {
+    Entry& e = entries_[static_cast<size_t>(h)];
+    for (torch::Tensor& t : e.host) {
+      parked_bytes_ -= static_cast<int64_t>(t.nbytes());
+      pool_[{t.scalar_type(), t.sizes().vec()}].push_back(t);
+    }
+    e.host.clear();
+    e.fetched.clear();
+  }
+  for (const Entry& e : entries_) {
+    if (!e.host.empty()) return;
+  }
+  entries_.clear();
+  parked_bytes_ = 0;
 }
 
 void ActivationOffload::Clear() {

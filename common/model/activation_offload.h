@@ -49,6 +49,12 @@ class ActivationOffload {
   std::vector<torch::Tensor> Fetch(int handle);
   // Every host buffer back to the pool, every handle forgotten.
   void Clear();
+  // The handle the next Park returns: [Next() before, Next() after) are
+  // the handles of what was parked in between (one micro-batch's units).
+  int Next() const { return static_cast<int>(entries_.size()); }
+  // The host buffers of handles [first, end) back to the pool (their
+  // micro-batch's backward is done); once every handle is released, Clear.
+  void Release(int first, int end);
 
   // Bytes parked now (host buffers in use), and copied each way since the start.
   int64_t parked_bytes() const { return parked_bytes_; }

@@ -67,31 +67,40 @@ std::map<Place, int> EdgesInto(const std::vector<Edge>& starts) {
 
 }  // namespace
 
+OutputEdge EdgeOf(const torch::Tensor& output) {
+  if (!output.requires_grad()) throw std::logic_error("PartBackward: an output has no graph");
+  return {torch::autograd::impl::gradient_edge(output), output.sizes().vec()};
+}
+
 void PartBackward(std::vector<torch::Tensor>* outputs, const std::vector<torch::Tensor>& grads,
                   const ToDevice& to_device) {
-  if (outputs->size() != grads.size())
-    throw std::logic_error("PartBackward: " + std::to_string(outputs->size()) + " outputs, " +
+  std::vector<OutputEdge> edges;
+  for (const torch::Tensor& out : *outputs) edges.push_back(EdgeOf(out));
+  outputs->clear();  // the graph keeps what it needs of their values
+  PartBackward(edges, grads, to_device);
+}
+
+void PartBackward(const std::vector<OutputEdge>& outputs, const std::vector<torch::Tensor>& grads,
+                  const ToDevice& to_device) {
+  if (outputs.size() != grads.size())
+    throw std::logic_error("PartBackward: " + std::to_string(outputs.size()) + " outputs, " +
                            std::to_string(grads.size()) + " gradients");
   // Each distinct place with its gradients in the order given.
   std::vector<Edge> places;
   std::vector<std::vector<torch::Tensor>> sent;
   std::map<Place, size_t> index;
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    const torch::Tensor& out = (*outputs)[i];
-    if (!out.requires_grad())
-      throw std::logic_error("PartBackward: output " + std::to_string(i) + " has no graph");
-    TORCH_CHECK(grads[i].sizes() == out.sizes(), "PartBackward: gradient ", i, " is ",
-                grads[i].sizes(), ", its output ", out.sizes());
-    Edge edge = torch::autograd::impl::gradient_edge(out);
-    const Place place{edge.function.get(), edge.input_nr};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputEdge& out = outputs[i];
+    TORCH_CHECK(grads[i].sizes() == c10::IntArrayRef(out.sizes), "PartBackward: gradient ", i,
+                " is ", grads[i].sizes(), ", its output ", c10::IntArrayRef(out.sizes));
+    const Place place{out.edge.function.get(), out.edge.input_nr};
     auto [it, added] = index.emplace(place, places.size());
     if (added) {
-      places.push_back(std::move(edge));
+      places.push_back(out.edge);
       sent.emplace_back();
     }
     sent[it->second].push_back(grads[i]);
   }
-  outputs->clear();  // the graph keeps what it needs of their values
 
   const std::map<Place, int> into = EdgesInto(places);
   torch::autograd::edge_list roots;

@@ -15,6 +15,7 @@
 // the budget counts (activation_parking.h); on a GPU it is the copy in.
 #pragma once
 
+#include <torch/csrc/autograd/edge.h>
 #include <torch/torch.h>
 
 #include <functional>
@@ -24,9 +25,21 @@ namespace up {
 
 using ToDevice = std::function<torch::Tensor(const torch::Tensor&)>;
 
-// Backpropagates `grads[i]` (where they lie) into `outputs[i]`, which it
-// clears first. An output listed twice (a tensor sent to two parts) has its
-// gradients summed in the order given. Every output must require grad.
+// An output's place in the graph, without its value: what a part keeps of
+// the outputs it sent between its forward and its backward.
+struct OutputEdge {
+  torch::autograd::Edge edge;
+  std::vector<int64_t> sizes;
+};
+// `output`'s edge; it must require grad.
+OutputEdge EdgeOf(const torch::Tensor& output);
+
+// Backpropagates `grads[i]` (where they lie) into `outputs[i]`. An output
+// listed twice (a tensor sent to two parts) has its gradients summed in the
+// order given.
+void PartBackward(const std::vector<OutputEdge>& outputs, const std::vector<torch::Tensor>& grads,
+                  const ToDevice& to_device);
+// The same from the output tensors, which it clears first (their values go).
 void PartBackward(std::vector<torch::Tensor>* outputs, const std::vector<torch::Tensor>& grads,
                   const ToDevice& to_device);
 

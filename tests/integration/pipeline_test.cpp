@@ -138,6 +138,22 @@ TEST(Pipeline, RecomputeAndParkingEqualKeepWithBatchNorm) {
   EXPECT_EQ(run("offload", {"--set", "pipeline.activations=recompute", "--set",
                             "pipeline.recompute_unit=block", "--set", "pipeline.offload=on"}),
             keep);
+  // Offloaded, F parks each micro-batch's units and B frees only its own:
+  // micro-batches in flight (1f1b over 3 stages) and 4 parts in turns.
+  const std::vector<std::string> offload{"--set", "pipeline.activations=recompute",
+                                         "--set", "pipeline.recompute_unit=block",
+                                         "--set", "pipeline.offload=on"};
+  auto with = [&](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  EXPECT_EQ(run("offload-1f1b",
+                with(offload, {"--set", "pipeline.schedule=1f1b", "--set", "pipeline.lock=off",
+                               "--set", "pipeline.encoder_parts=2"})),
+            keep);
+  EXPECT_EQ(run("offload-4", with(offload, {"--set", "pipeline.encoder_parts=2", "--set",
+                                            "pipeline.decoder_parts=2"})),
+            keep);
   EXPECT_EQ(run("single-offload", {"--single-process", "--set", "train.checkpointing=levels",
                                    "--set", "train.offload=on"}),
             keep);
