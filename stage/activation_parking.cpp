@@ -4,6 +4,17 @@
 #include "common/model/tensor_accounting.h"
 
 namespace up::stage {
+namespace {
+
+// `t` copied into a buffer outside the device's count: the CPU's stand-in
+// for host memory.
+torch::Tensor HostCopy(const torch::Tensor& t) {
+  torch::Tensor buffer = EmptyUncounted(t.sizes(), t.scalar_type());  // (as t)
+  buffer.copy_(t);
+  return buffer;
+}
+
+}  // namespace
 
 ActivationParking::ActivationParking(const Config& config, const torch::Device& device)
     : device_(device) {
@@ -26,11 +37,7 @@ torch::Tensor ActivationParking::ToDevice(const torch::Tensor& t) const {
 void ActivationParking::Park(PartTensors* host, const std::function<void()>& release) const {
   if (!on() || !device_.is_cpu() || host->empty()) return;
   PartTensors parked;
-  for (const auto& [name, t] : *host) {
-    torch::Tensor buffer = EmptyUncounted(t.sizes(), t.scalar_type());  // (as t)
-    buffer.copy_(t);
-    parked[name] = buffer;
-  }
+  for (const auto& [name, t] : *host) parked[name] = HostCopy(t);
   release();
   *host = std::move(parked);
 }
@@ -38,11 +45,7 @@ void ActivationParking::Park(PartTensors* host, const std::function<void()>& rel
 void ActivationParking::ParkGradients(std::vector<torch::Tensor>* grads,
                                       const std::function<void()>& release) const {
   if (!on() || !device_.is_cpu() || grads->empty()) return;
-  for (torch::Tensor& g : *grads) {
-    torch::Tensor buffer = EmptyUncounted(g.sizes(), g.scalar_type());  // (as g)
-    buffer.copy_(g);
-    g = buffer;
-  }
+  for (torch::Tensor& g : *grads) g = HostCopy(g);
   release();
 }
 
