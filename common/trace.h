@@ -23,6 +23,8 @@ inline constexpr const char* kWaitTurn = "wait for turn";  // stage: idle until 
 inline constexpr const char* kSend = "send";               // ring send (copy in)
 inline constexpr const char* kReceive = "receive";         // ring receive (wait + view)
 inline constexpr const char* kOptimizerStep = "optimizer step";
+// stage: its next micro-batches loaded while it waits for its turn
+inline constexpr const char* kLoadAhead = "load ahead";
 // stage: summing its gradients with its copies in the other replicas
 inline constexpr const char* kReplicaExchange = "replica exchange";
 inline constexpr const char* kCheckpoint = "checkpoint";

@@ -160,7 +160,7 @@ void PartStage::Forward(int64_t step, int mb) {
   TraceSpan span(Str("forward m", mb), "compute");
   Kept kept;
   if (first()) {
-    kept.inputs.host[kImages] = loader_->Get(step, mb).images;  // (n, C, *S) on the host
+    kept.inputs.host[kImages] = Batch(step, mb).images;  // (n, C, *S) on the host
     ParkReceived(kept.inputs);  // pipeline.offload: in host memory until its level runs
   } else {
     kept.inputs = Receive(step, mb);
@@ -259,7 +259,7 @@ double PartStage::ForwardBackward(int64_t step, int mb, std::vector<int64_t>* di
   TraceSpan span(Str("forward+backward m", mb), "compute");
   Inputs in = Receive(step, mb);
   const PartTensors used = OnDevice(in.host, true);
-  MicroBatch batch = loader_->Get(step, mb);
+  MicroBatch batch = Batch(step, mb);
   torch::Tensor masks = batch.masks.to(device_);             // (n, *S)
   std::vector<torch::Tensor> outputs(loss_.weights.size());  // [0]: (n, K, *S); coarser ones
   torch::Tensor loss;                                        // ()

@@ -141,6 +141,7 @@ void Serve(const std::string& stage, StageWorker& worker, ControlChannel& contro
         LogDebug(Str("turn of step ", turn.step + 1, ": busy ", report.busy_s, " s, loss ",
                      report.loss, ", rss ", report.rss_bytes >> 20, " MiB"));
         control.Send(Encode(report));
+        worker.Idle();
         break;
       }
       case MsgType::kSave: {

@@ -44,6 +44,9 @@ class StageWorker {
   // Starts moving parked state back to the device before the next turn
   // (pipeline.prefetch); a stage that does not park has nothing to do.
   virtual void Prefetch() {}
+  // Off turn, after each turn's report: what the stage can do for its next
+  // turns without its device (its next micro-batches' data).
+  virtual void Idle() {}
   // The stage's half of the U-Net (recording, replay and test hooks read it).
   virtual torch::nn::Module& module() = 0;
   // pipeline.replicas: joins this stage's copies in the other replicas

@@ -92,6 +92,28 @@ ipc::TurnReport TrainingStage::RunTurn(const ipc::TurnRequest& turn) {
   return report;
 }
 
+void TrainingStage::Idle() {
+  if (!loader_) return;
+  const bool cpu = device_.is_cpu();
+  loader_->LoadAhead(config_.train.micro_batches, [cpu](MicroBatch* b) {
+    if (!cpu) return;  // host memory already
+    for (torch::Tensor* t : {&b->images, &b->masks}) {
+      if (!t->defined()) continue;
+      torch::Tensor host = EmptyUncounted(t->sizes(), t->scalar_type());  // (as *t)
+      host.copy_(*t);
+      *t = host;
+    }
+  });
+}
+
+MicroBatch TrainingStage::Batch(int64_t step, int mb) {
+  MicroBatch b = loader_->Get(step, mb);
+  if (!device_.is_cpu()) return b;
+  for (torch::Tensor* t : {&b.images, &b.masks})
+    if (t->defined() && !CountedByAccounting(*t)) *t = t->clone();
+  return b;
+}
+
 void TrainingStage::BackwardDone(ipc::TurnReport* report) {
   if (++backward_done_ != config_.train.micro_batches) return;
   if (replicas_) replicas_->SumGradients(*module_);  // before fp16's unscale and the norms

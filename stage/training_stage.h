@@ -34,6 +34,9 @@ class TrainingStage : public StageWorker {
   // the actions in order (S here, the rest through RunAction), parks again.
   ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) final;
   void Prefetch() override;
+  // Loads the next step's micro-batches (BatchLoader::LoadAhead) while the
+  // other stages hold their turns.
+  void Idle() override;
   void Save(const ipc::SaveRequest& request) override;
   void Load(const std::string& path) override;
   torch::nn::Module& module() override { return *module_; }
@@ -56,6 +59,10 @@ class TrainingStage : public StageWorker {
   // The part calls this after each micro-batch's backward; after the last
   // one the report carries this stage's per-parameter gradient norms.
   void BackwardDone(ipc::TurnReport* report);
+  // Micro-batch `mb` of `step` from the loader, as the device takes it: on a
+  // CPU device one loaded ahead (outside the count, as host memory) enters
+  // the count as a copy, as it would be copied onto a GPU.
+  MicroBatch Batch(int64_t step, int mb);
   // The run's validation; RuntimeError naming `action` without data.validation.
   const ValidationSet& validation(const ipc::Action& action) const;
   // The error for an action this stage does not run.

@@ -1,7 +1,9 @@
 // See batch_loader.h.
 #include "common/data/batch_loader.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "common/trace.h"
 
@@ -12,7 +14,8 @@ BatchLoader::BatchLoader(const Dataset& data, const Config& config, SampleParts 
       config_(config),
       parts_(parts),
       micro_batches_(replica < 0 ? BatchMicroBatches(config) : config.train.micro_batches),
-      first_(replica < 0 ? 0 : replica * config.train.micro_batches) {
+      first_(replica < 0 ? 0 : replica * config.train.micro_batches),
+      end_position_(static_cast<int64_t>(config.train.steps) * micro_batches_) {
   for (int i = 0; i < config.data.workers; ++i) workers_.emplace_back([this] { Work(); });
 }
 
@@ -62,8 +65,16 @@ MicroBatch BatchLoader::Get(int64_t step, int micro_batch) {
   TraceSpan span("data wait", "data");
   MicroBatch batch;
   const int64_t position = step * micro_batches_ + micro_batch;
-  if (workers_.empty() || position <= last_position_) {  // no workers, or asked again
+  if (auto it = ahead_.find(position); it != ahead_.end()) {  // loaded off turn
+    batch = std::move(it->second);
+    ahead_.erase(ahead_.begin(), std::next(it));
+    last_position_ = std::max(last_position_, position);
+  } else if (workers_.empty() || position <= last_position_) {  // no workers, or asked again
     batch = LoadMicroBatch(data_, config_, step, first_ + micro_batch, parts_);
+    if (workers_.empty()) {
+      ahead_.clear();  // a jump (a resumed run): what lay ahead is not next
+      last_position_ = std::max(last_position_, position);
+    }
   } else {
     last_position_ = position;
     std::shared_future<MicroBatch> wanted;
@@ -81,6 +92,26 @@ MicroBatch BatchLoader::Get(int64_t step, int micro_batch) {
   }
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return batch;
+}
+
+int BatchLoader::LoadAhead(int count, const std::function<void(MicroBatch*)>& hold) {
+  if (!workers_.empty()) return 0;
+  TraceSpan span(trace_event::kLoadAhead, "data");
+  int loaded = 0;
+  for (int64_t p = last_position_ + 1; p <= last_position_ + count && p < end_position_; ++p) {
+    if (ahead_.count(p)) continue;
+    MicroBatch b;
+    try {
+      b = LoadMicroBatch(data_, config_, p / micro_batches_,
+                         first_ + static_cast<int>(p % micro_batches_), parts_);
+    } catch (const std::exception&) {
+      return loaded;  // Get loads it again, and throws there
+    }
+    hold(&b);
+    ahead_.emplace(p, std::move(b));
+    ++loaded;
+  }
+  return loaded;
 }
 
 double BatchLoader::TakeWaitSeconds() {

@@ -13,13 +13,23 @@
 // positions (m + 1, ..., then the next step's); the time Get spends waiting
 // (or loading, with 0 workers) is what the step lost to data, read with
 // TakeWaitSeconds and shown in a trace as "data wait". A worker's error
-// (a bad case) is thrown by the Get that needs that batch. Get is called
-// from one thread; the destructor stops and joins the workers.
+// (a bad case) is thrown by the Get that needs that batch.
+//
+// LoadAhead(k, hold) is for a pipeline stage off its turn, with 0 workers:
+// the stage's thread would otherwise wait for the other stage's turn doing
+// nothing, then load its own batches at the start of its turn while the
+// device idles. It loads the next k micro-batches Get will be asked for (up
+// to the run's last step) on the caller's thread and keeps them, each
+// passed through `hold` (on a CPU device the stage moves them out of the
+// device's count: host memory until Get). A load that fails is left to Get,
+// which loads again and throws. Get and LoadAhead are called from one
+// thread; the destructor stops and joins the workers.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -43,6 +53,9 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   MicroBatch Get(int64_t step, int micro_batch);
+  // Off turn: the next `count` micro-batches loaded now (no-op with
+  // workers, which load ahead already). Returns how many it loaded.
+  int LoadAhead(int count, const std::function<void(MicroBatch*)>& hold);
   // Seconds Get waited since the last call.
   double TakeWaitSeconds();
 
@@ -63,7 +76,9 @@ class BatchLoader {
   std::map<int64_t, std::promise<MicroBatch>> promised_;     // queued or loading
   std::vector<std::thread> workers_;
   double wait_s_ = 0;
-  int64_t last_position_ = -1;  // the furthest position Get handed over
+  int64_t last_position_ = -1;           // the furthest position Get handed over
+  const int64_t end_position_;           // the run's last step's last micro-batch, plus one
+  std::map<int64_t, MicroBatch> ahead_;  // LoadAhead's, by position, until Get takes them
 };
 
 }  // namespace up

@@ -173,7 +173,7 @@ TEST(Debug, TraceIsJsonWithEventsFromEveryProcess) {
   EXPECT_TRUE(processes.count("encoder_proc") && processes.count("decoder_proc"));
   EXPECT_EQ(pids.size(), 3u);
   for (const char* name : {"forward m0", "backward m1", "forward+backward m0", "optimizer step",
-                           "send fwd m0", "receive bwd m1", "wait for turn"}) {
+                           "send fwd m0", "receive bwd m1", "wait for turn", "load ahead"}) {
     EXPECT_TRUE(names.count(name)) << name;
   }
   EXPECT_FALSE(fs::exists(dir / "trace.json.encoder.part"));

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <utility>
+
 #include "common/errors.h"
 
 namespace up {
@@ -116,6 +119,57 @@ TEST(BatchLoader, ReplicasTakeTheirShareOfEachBatch) {
       EXPECT_TRUE(
           torch::equal(whole.Get(step, g).images, LoadMicroBatch(*data, c, step, g).images));
   }
+}
+
+}  // namespace
+}  // namespace up
+
+namespace up {
+namespace {
+
+// A pipeline stage off its turn loads its next micro-batches (LoadAhead);
+// Get then hands over exactly those, each as `hold` left it, never past the
+// run's last step; a jump back loads again; a bad sample is left to the Get
+// that needs it.
+TEST(BatchLoader, LoadAheadHandsOverWhatItLoadedUpToTheLastStep) {
+  at::set_num_threads(2);
+  Config c = Augmented(0);
+  c.train.steps = 3;  // 6 micro-batches in all
+  const std::unique_ptr<Dataset> data = MakeDataset(c);
+  BatchLoader loader(*data, c, SampleParts::kImages);
+  std::map<const void*, int> held;  // the storage each held batch has now
+  auto hold = [&](MicroBatch* b) {
+    b->images = b->images.clone();
+    held[b->images.data_ptr()] = 1;
+  };
+  EXPECT_TRUE(torch::equal(loader.Get(0, 0).images, LoadMicroBatch(*data, c, 0, 0).images));
+  EXPECT_EQ(loader.LoadAhead(2, hold), 2);  // (0, 1) and (1, 0)
+  EXPECT_EQ(loader.LoadAhead(2, hold), 0);  // loaded already
+  for (auto [step, mb] : {std::pair<int64_t, int>{0, 1}, {1, 0}}) {
+    const MicroBatch got = loader.Get(step, mb);
+    EXPECT_TRUE(torch::equal(got.images, LoadMicroBatch(*data, c, step, mb).images));
+    EXPECT_EQ(held.count(got.images.data_ptr()), 1u) << "step " << step << " mb " << mb;
+  }
+  EXPECT_EQ(loader.LoadAhead(10, hold), 3);  // (1, 1), (2, 0), (2, 1): the last step's
+  EXPECT_EQ(loader.LoadAhead(10, hold), 0);
+  // Asked for an earlier one (a resumed run): loaded here, and what lay ahead is dropped.
+  EXPECT_TRUE(torch::equal(loader.Get(0, 0).images, LoadMicroBatch(*data, c, 0, 0).images));
+  const MicroBatch again = loader.Get(1, 1);
+  EXPECT_TRUE(torch::equal(again.images, LoadMicroBatch(*data, c, 1, 1).images));
+  EXPECT_EQ(held.count(again.images.data_ptr()), 0u);
+
+  // With workers, they load ahead already.
+  BatchLoader threaded(*data, Augmented(1), SampleParts::kImages);
+  EXPECT_EQ(threaded.LoadAhead(2, hold), 0);
+
+  // A bad case stops loading ahead; the Get that needs it throws.
+  struct AllBad : Dataset {
+    int64_t size() const override { return 4; }
+    Sample Get(int64_t) const override { throw UsageError("case is bad"); }
+  } bad;
+  BatchLoader failing(bad, c, SampleParts::kImages);
+  EXPECT_EQ(failing.LoadAhead(2, hold), 0);
+  EXPECT_THROW(failing.Get(0, 0), UsageError);
 }
 
 }  // namespace
