@@ -95,11 +95,14 @@ int Step(int argc, char** argv) {
       "steps", "steps per run (default 8)", cxxopts::value<int64_t>())(
       "rounds", "runs per row, alternated (default 3)", cxxopts::value<int>())(
       "warmup", "leading steps of each run left out (default 2)", cxxopts::value<int64_t>())(
-      "set", "override a config key in every run (repeatable)",
-      cxxopts::value<std::vector<std::string>>());
+      "budget",
+      "the offload rows under this device budget, each at the fewest micro-batches that fit",
+      cxxopts::value<std::string>())("set", "override a config key in every run (repeatable)",
+                                     cxxopts::value<std::vector<std::string>>());
   const auto args = Parse(options, argc, argv);
   if (!args) return 0;
   bench::StepOptions o;
+  o.budget = Get<std::string>(*args, "budget", "");
   o.config = Get<std::string>(*args, "config", "");
   o.steps = Get<int64_t>(*args, "steps", o.steps);
   o.rounds = Get<int>(*args, "rounds", o.rounds);

@@ -13,6 +13,7 @@
 #include "bench/bench_machine.h"
 #include "bench/bench_trainer.h"
 #include "bench/bench_util.h"
+#include "common/byte_size.h"
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/json_writer.h"
@@ -90,6 +91,36 @@ void RunAlternated(const StepOptions& o, std::vector<Variant>& variants, const T
   }
 }
 
+// The variant under `budget` bytes at the fewest micro-batches that train
+// under it (probes of 2 steps, 1 micro-batch upwards through the batch's
+// divisors); a row that trains at none is not built.
+void FitBudget(const StepOptions& o, int64_t budget, Variant& v, const TempFolder& tmp,
+               int* run_counter) {
+  const Config c = LoadConfig(o.config, v.spec.sets);
+  const std::string limit = "train.memory_budget=" + std::to_string(budget);
+  for (int mb = 1; mb <= c.train.batch_size; ++mb) {
+    if (c.train.batch_size % (mb * c.pipeline.replicas) != 0) continue;
+    TrainerSpec probe = v.spec;
+    probe.sets.insert(probe.sets.end(),
+                      {limit, "train.micro_batches=" + std::to_string(mb), "train.steps=2"});
+    const std::string out = tmp.path() + "/run-" + std::to_string(++*run_counter);
+    try {
+      RunTrainer(probe, out);
+    } catch (const RuntimeError& e) {
+      if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
+      std::cerr << "bench step: " << v.row.label << ": " << mb
+                << " micro-batch(es) run out of memory\n";
+      continue;
+    }
+    std::cerr << "bench step: " << v.row.label << ": trains in " << mb << " micro-batch(es)\n";
+    v.spec.sets.insert(v.spec.sets.end(), {limit, "train.micro_batches=" + std::to_string(mb)});
+    v.row.micro_batches = mb;
+    return;
+  }
+  v.row.built = false;
+  v.row.note = "trains under " + FormatBytes(budget) + " at no micro-batch count";
+}
+
 void SetRatio(StepRow& row, const StepRow& peer) {
   row.ratio_to = peer.label;
   row.ratio = row.median_step_s / peer.median_step_s;
@@ -110,6 +141,7 @@ std::string RowJson(const StepRow& r) {
   j.Field("median_step_s", r.median_step_s).Raw("run_medians_s", "[" + runs + "]");
   j.Field("samples", r.samples);
   if (r.peak_rss_bytes > 0) j.Field("peak_rss_bytes", r.peak_rss_bytes);
+  if (r.micro_batches > 0) j.Field("micro_batches", r.micro_batches);
   if (!r.ratio_to.empty()) j.Field("ratio_to", r.ratio_to).Field("ratio", r.ratio);
   return j.str();
 }
@@ -235,6 +267,7 @@ StepReport RunStepBench(const StepOptions& o) {
   StepReport report;
   report.options = o;
   report.threads = LoadConfig(o.config, o.sets).train.threads;
+  if (!o.budget.empty()) report.budget_bytes = ParseByteSize(o.budget, "--budget");
 
   std::vector<Variant> pair{
       MakeVariant(o, kPair, "pipeline", false, {"pipeline.activations=keep"}),
@@ -279,7 +312,18 @@ StepReport RunStepBench(const StepOptions& o) {
   TempFolder tmp;
   int runs = 0;
   RunAlternated(o, pair, tmp, &runs);
-  RunAlternated(o, offload, tmp, &runs);
+  if (report.budget_bytes > 0) {
+    for (Variant& v : offload) FitBudget(o, report.budget_bytes, v, tmp, &runs);
+    std::vector<Variant> fitted;
+    for (const Variant& v : offload)
+      if (v.row.built) fitted.push_back(v);
+    RunAlternated(o, fitted, tmp, &runs);
+    for (Variant& v : offload)
+      for (const Variant& f : fitted)
+        if (f.row.label == v.row.label) v = f;
+  } else {
+    RunAlternated(o, offload, tmp, &runs);
+  }
   StepRow python = RunPythonPeer(o, tmp);
   RunAlternated(o, unlocked, tmp, &runs);
   // fp16 on a CPU is emulated (about 30x fp32 on tiny here, 100 s a step on
@@ -321,7 +365,7 @@ StepReport RunStepBench(const StepOptions& o) {
   }
   report.rows.push_back(offload[0].row);
   for (size_t i = 1; i < offload.size(); ++i) {
-    SetRatio(offload[i].row, offload[0].row);
+    if (offload[i].row.built && offload[0].row.built) SetRatio(offload[i].row, offload[0].row);
     report.rows.push_back(offload[i].row);
   }
   SetRatio(pair[3].row, pair[1].row);  // glibc defaults against the trainers as they run
@@ -348,8 +392,9 @@ std::string StepJson(const StepReport& r) {
       .Field("steps", r.options.steps)
       .Field("rounds", r.options.rounds)
       .Field("warmup", r.options.warmup)
-      .Field("threads", r.threads)
-      .Raw("results", "[" + rows + "]");
+      .Field("threads", r.threads);
+  if (r.budget_bytes > 0) out.Field("budget_bytes", r.budget_bytes);
+  out.Raw("results", "[" + rows + "]");
   const StepBreakdown& b = r.breakdown;
   JsonWriter breakdown;
   breakdown.Field("steps", b.steps)
@@ -367,6 +412,10 @@ std::string StepTable(const StepReport& r) {
     << "config " << r.options.config << ", " << r.threads << " thread(s) per process, "
     << r.options.rounds << " runs per row of " << r.options.steps << " steps, first "
     << r.options.warmup << " of each dropped\n";
+  if (r.budget_bytes > 0) {
+    s << "offload rows under a " << FormatBytes(r.budget_bytes)
+      << " budget, each at the fewest micro-batches that train under it\n";
+  }
   char line[256];
   std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12s %-26s\n", "row", "schedule", "lock",
                 "acts", "median s", "ratio");
@@ -381,7 +430,10 @@ std::string StepTable(const StepReport& r) {
                     row.schedule.c_str(), row.lock.c_str(), row.activations.c_str(),
                     ("- " + row.note).c_str());
     } else {
-      std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12.4f %-26s\n", row.label.c_str(),
+      const std::string label = row.micro_batches > 0
+                                    ? row.label + " (" + std::to_string(row.micro_batches) + " mb)"
+                                    : row.label;
+      std::snprintf(line, sizeof(line), "%-20s %-10s %-5s %-9s %12.4f %-26s\n", label.c_str(),
                     row.schedule.empty() ? "-" : row.schedule.c_str(),
                     row.lock.empty() ? "-" : row.lock.c_str(),
                     row.activations.empty() ? "-" : row.activations.c_str(), row.median_step_s,

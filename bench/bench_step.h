@@ -10,6 +10,11 @@
 // classic U-Net and torchscript bundles, bench/nnunet_eager.py for nnU-Net
 // plans), when .venv is beside the build. A last traced pipeline run shows where a
 // pipeline step's time goes.
+// With a budget, the offload rows (one process checkpointing, one process
+// offloading, the pipeline offloading) train under that device budget as on a
+// card of that size, each at the fewest micro-batches (a divisor of the
+// batch) that trains under it, found by 2-step probes: what each way's step
+// costs on that card, where a way that holds less runs bigger micro-batches.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@ struct StepOptions {
   int rounds = 3;                 // runs per row
   int64_t warmup = 2;             // leading steps of each run left out
   std::vector<std::string> sets;  // "key=value" overrides for every run
+  std::string budget;             // "" or a train.memory_budget size for the offload rows
 };
 
 struct StepRow {
@@ -45,11 +51,13 @@ struct StepRow {
   // The run's processes' peak RSS added up (trainer, or launcher + encoder +
   // decoder), the largest over the row's runs; 0 for the Python peer.
   int64_t peak_rss_bytes = 0;
+  int micro_batches = 0;  // with a budget: the fewest that train under it (0: the config's)
 };
 
 struct StepReport {
   StepOptions options;
-  int threads = 0;  // train.threads of the config
+  int threads = 0;           // train.threads of the config
+  int64_t budget_bytes = 0;  // the offload rows' device budget (0: none)
   std::vector<StepRow> rows;
   // One more "pipeline" run, traced and not timed with the rows (tracing
   // costs a little): where its steps' time went (trace_breakdown.h), and

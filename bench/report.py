@@ -169,6 +169,9 @@ def step_section(s, title):
         "|---|---|---|---|---:|---|---|---:|",
     ]
     for r in rows:
+        if r.get("micro_batches"):
+            n = r["micro_batches"]
+            r = dict(r, label=f"{r['label']} ({n} micro-batch{'es' if n > 1 else ''})")
         if not r["built"]:
             out.append(f"| {r['label']} | {r.get('schedule', '-')} | {r.get('lock', '-')} | "
                        f"{r.get('activations', '-')} | - | | {r.get('note', 'not built')} | |")
@@ -180,6 +183,16 @@ def step_section(s, title):
                    f"{r.get('activations', '-')} | {r['median_step_s']:.4f} | {runs} | {ratio} "
                    f"| {rss} |")
     out.append("")
+    ckpt, offload = by.get("single checkpointing"), by.get("pipeline offload")
+    if s.get("budget_bytes") and ckpt and offload and offload.get("built") and "ratio" in offload:
+        out.append(
+            f"Speed at the same budget (`--budget {size_text(s['budget_bytes'])}`): the three "
+            "offload rows train under that device budget, as on a card of that size, each at the "
+            "fewest micro-batches that train under it (2-step probes from 1 upwards), so a way "
+            "that holds less runs bigger micro-batches. Target (issue 29): the pipeline's offload "
+            "way at most single-process checkpointing's step time: "
+            f"{offload['ratio']:.3f}x: {verdict(offload['ratio'] <= 1.0 + 1e-9)}.")
+        out.append("")
     eager = by.get("python eager")
     if eager and eager.get("built") and "ratio" in eager:
         single_over_eager = 1.0 / eager["ratio"]
@@ -440,6 +453,10 @@ def capacity_section(c, title):
     # checkpointing and its offload.
     mb1 = {w: r for w, r in row.items() if w.endswith("mb of 1") or w.endswith("micro-batches of 1")}
     ckpt = mb1.get("single-process, checkpointing, mb of 1")
+    if not ckpt and "single-process, micro-batches of 1" not in row:
+        # The config's micro-batches are one sample each already: every row is.
+        mb1 = {w: r for w, r in row.items() if w != "pipeline keep"}
+        ckpt = row.get("single-process, checkpointing")
     offload = mb1.get("single-process, offload, mb of 1")
     pipes1 = [r for w, r in mb1.items() if not w.startswith("single-process")]
     if ckpt and offload and pipes1 and ckpt["vs_plain"] > 0 and offload["vs_plain"] > 0:

@@ -26,7 +26,8 @@ run() {
 }
 
 run transport transport --max-bytes "$MAX_BYTES"
-run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$ROUNDS" --warmup 2
+# The offload rows at 14 MiB, where each way runs the fewest micro-batches that fit (BENCHMARKS.md).
+run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$ROUNDS" --warmup 2 --budget 14MiB
 # small as the speed targets are set: 2 threads, batch 8 in one micro-batch.
 run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2 \
   --set train.threads=2 --set train.micro_batches=1
@@ -59,6 +60,9 @@ mv "$OUT/user-case.json.tmp" "$OUT/user-case.json"
 run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
 run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch
 run capacity-tiny3d capacity --config configs/tiny3d.yaml --budget 48MiB
-run capacity-tiny3d-patch capacity --config configs/tiny3d.yaml --budget 48MiB --scale patch
+# tiny3d by patch at one sample per micro-batch (batch 2 in 2), where the
+# activations outgrow the CPU convolution's column buffer (BENCHMARKS.md says why).
+run capacity-tiny3d-patch capacity --config configs/tiny3d.yaml --budget 512MiB --scale patch \
+  --set train.batch_size=2 --set train.micro_batches=2
 python3 bench/report.py "$OUT" docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md" >&2

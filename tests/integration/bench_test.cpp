@@ -78,8 +78,11 @@ TEST(BenchTransport, TableByDefault) {
 }
 
 TEST(BenchStep, JsonHasEveryRow) {
-  const CommandResult r = Bench({"step", "--config", SourcePath("configs/tiny.yaml"), "--json",
-                                 "--steps", "2", "--rounds", "1", "--warmup", "1"});
+  // The offload rows under a 14 MiB budget: each at the fewest micro-batches
+  // that train under it.
+  const CommandResult r =
+      Bench({"step", "--config", SourcePath("configs/tiny.yaml"), "--json", "--steps", "2",
+             "--rounds", "1", "--warmup", "1", "--budget", "14MiB"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
@@ -103,6 +106,20 @@ TEST(BenchStep, JsonHasEveryRow) {
   EXPECT_NE(json.find("\"ratio_to\":\"single\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"ratio_to\":\"pipeline\""), std::string::npos) << json;  // glibc row
   EXPECT_NE(json.find("\"peak_rss_bytes\":"), std::string::npos) << json;
+  EXPECT_EQ(JsonField(json, "budget_bytes"), std::to_string(14 << 20)) << json;
+  // The pipeline's offload way holds less than one process checkpointing, so
+  // in the same budget it runs fewer, bigger micro-batches.
+  auto micro_batches = [&](const std::string& label) {
+    const size_t at = json.find("\"label\":\"" + label + "\"");
+    if (at == std::string::npos) return 0;
+    const std::string v = JsonField(json.substr(at, json.find('}', at) - at), "micro_batches");
+    return v.empty() ? 0 : std::stoi(v);
+  };
+  const int ckpt = micro_batches("single checkpointing");
+  const int pipe = micro_batches("pipeline offload");
+  EXPECT_GE(micro_batches("single offload"), 1) << json;
+  EXPECT_GE(pipe, 1) << json;
+  EXPECT_LT(pipe, ckpt) << json;
   // The traced run's breakdown: the stages' work lies inside the turns the
   // launcher granted, and the turns inside the steps.
   const std::string b = JsonField(json, "pipeline_breakdown");
@@ -264,6 +281,7 @@ TEST(BenchBadArgs, ExitTwoWithOneLine) {
   ExpectOneLineExit2(
       {"step", "--config", SourcePath("configs/tiny.yaml"), "--steps", "3", "--warmup", "3"});
   ExpectOneLineExit2({"step", "--config", "/nonexistent/config.yaml"});
+  ExpectOneLineExit2({"step", "--config", SourcePath("configs/tiny.yaml"), "--budget", "a lot"});
   ExpectOneLineExit2({"memory"});
   ExpectOneLineExit2({"memory", "--config", SourcePath("configs/tiny.yaml"), "--steps", "-1"});
   ExpectOneLineExit2({"capacity", "--config", SourcePath("configs/tiny.yaml")});
