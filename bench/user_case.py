@@ -34,7 +34,10 @@ WAYS = [  # keep last: its two processes hold the most of this machine's memory
 ]
 COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
           "--set", "train.micro_batches=2", "--set", "train.threads=2",
-          "--set", "pipeline.stages.encoder.device=cpu", "--set", "pipeline.stages.decoder.device=cpu"]
+          "--set", "pipeline.stages.encoder.device=cpu", "--set", "pipeline.stages.decoder.device=cpu",
+          # A turn at the full patch takes minutes on 2 cores (the decoder's two
+          # forward-backwards recomputed and offloaded: over 120 s, the default).
+          "--set", "pipeline.timeout_s=3600"]
 
 
 def main():

@@ -146,7 +146,8 @@ std::pair<int, ipc::ControlMessage> StageGroup::Await(const std::vector<int>& ex
         who += (who.empty() ? "" : " and ") + stages_[static_cast<size_t>(i)].key;
       throw TimeoutError(who + " did not answer within " +
                          std::to_string(static_cast<int>(SecondsLeft(start, deadline) + 0.5)) +
-                         " s during " + doing + " (pipeline.timeout_s)");
+                         " s during " + doing +
+                         " (pipeline.timeout_s; raise it where a turn computes longer)");
     }
   }
 }

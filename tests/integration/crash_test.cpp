@@ -305,14 +305,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         HangCase{"decoder:forward:2",
                  "decoder did not answer within 3 s during decoder turn \\[FB0 FB1 S\\] of step 2 "
-                 "\\(pipeline.timeout_s\\)"},
+                 "\\(pipeline.timeout_s; raise it where a turn computes longer\\)"},
         HangCase{"encoder:start",
                  "encoder did not connect and say hello within 3 s during start-up before step 1 "
                  "\\(pipeline.timeout_s\\)"},
         // A middle part of a six-stage run.
         HangCase{"decoder2:forward:2",
                  "decoder2 did not answer within 3 s during decoder2 turn \\[.*\\] "
-                 "of step 2 \\(pipeline.timeout_s\\)",
+                 "of step 2 \\(pipeline.timeout_s; raise it where a turn computes longer\\)",
                  true},
         // A stage of replica 1 hung while replica 0's copy waits for its
         // gradients: the launcher names the hung one.
@@ -321,7 +321,7 @@ INSTANTIATE_TEST_SUITE_P(
         HangCase{"decoder.r1:forward:2",
                  "decoder and decoder.r1 did not answer within 3 s during decoder turn \\[FB0 FB1 "
                  "S\\] of step 2, decoder.r1 turn \\[FB0 FB1 S\\] of step 2 "
-                 "\\(pipeline.timeout_s\\)",
+                 "\\(pipeline.timeout_s; raise it where a turn computes longer\\)",
                  false, true}),
     [](const auto& info) {
       std::string name = info.param.hook;
