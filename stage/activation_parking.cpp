@@ -4,17 +4,6 @@
 #include "common/model/tensor_accounting.h"
 
 namespace up::stage {
-namespace {
-
-// `t` copied into a buffer outside the device's count: the CPU's stand-in
-// for host memory.
-torch::Tensor HostCopy(const torch::Tensor& t) {
-  torch::Tensor buffer = EmptyUncounted(t.sizes(), t.scalar_type());  // (as t)
-  buffer.copy_(t);
-  return buffer;
-}
-
-}  // namespace
 
 ActivationParking::ActivationParking(const Config& config, const torch::Device& device)
     : device_(device) {
@@ -37,7 +26,7 @@ torch::Tensor ActivationParking::ToDevice(const torch::Tensor& t) const {
 void ActivationParking::Park(PartTensors* host, const std::function<void()>& release) const {
   if (!on() || !device_.is_cpu() || host->empty()) return;
   PartTensors parked;
-  for (const auto& [name, t] : *host) parked[name] = HostCopy(t);
+  for (const auto& [name, t] : *host) parked[name] = UncountedCopy(t);
   release();
   *host = std::move(parked);
 }
@@ -45,7 +34,7 @@ void ActivationParking::Park(PartTensors* host, const std::function<void()>& rel
 void ActivationParking::ParkGradients(std::vector<torch::Tensor>* grads,
                                       const std::function<void()>& release) const {
   if (!on() || !device_.is_cpu() || grads->empty()) return;
-  for (torch::Tensor& g : *grads) g = HostCopy(g);
+  for (torch::Tensor& g : *grads) g = UncountedCopy(g);
   release();
 }
 

@@ -97,12 +97,8 @@ void TrainingStage::Idle() {
   const bool cpu = device_.is_cpu();
   loader_->LoadAhead(config_.train.micro_batches, [cpu](MicroBatch* b) {
     if (!cpu) return;  // host memory already
-    for (torch::Tensor* t : {&b->images, &b->masks}) {
-      if (!t->defined()) continue;
-      torch::Tensor host = EmptyUncounted(t->sizes(), t->scalar_type());  // (as *t)
-      host.copy_(*t);
-      *t = host;
-    }
+    for (torch::Tensor* t : {&b->images, &b->masks})
+      if (t->defined()) *t = UncountedCopy(*t);
   });
 }
 

@@ -170,6 +170,12 @@ torch::Tensor EmptyUncounted(at::IntArrayRef sizes, at::ScalarType dtype) {
       data, sizes, [](void* p) { std::free(p); }, torch::TensorOptions().dtype(dtype));
 }
 
+torch::Tensor UncountedCopy(const torch::Tensor& t) {
+  torch::Tensor buffer = EmptyUncounted(t.sizes(), t.scalar_type());  // (as t)
+  buffer.copy_(t);
+  return buffer;
+}
+
 void SetMemoryPlace(std::string place) {
   std::lock_guard<std::mutex> lock(g_place_mutex);
   g_place = std::move(place);

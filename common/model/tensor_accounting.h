@@ -82,6 +82,9 @@ bool CountedByAccounting(const torch::Tensor& t);
 // An uninitialised contiguous CPU tensor outside the accounting and any
 // budget: the CPU's stand-in for pinned host memory (parking buffers).
 torch::Tensor EmptyUncounted(at::IntArrayRef sizes, at::ScalarType dtype);
+// `t` (a CPU tensor) copied into a new buffer of EmptyUncounted: a tensor
+// leaving the device's count for host memory.
+torch::Tensor UncountedCopy(const torch::Tensor& t);
 
 // Where the process is, for an out-of-memory line ("step 3, turn [F0 F1],
 // micro-batch 1"); set by the trainers as they go.
