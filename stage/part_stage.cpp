@@ -160,8 +160,11 @@ void PartStage::Forward(int64_t step, int mb) {
   TraceSpan span(Str("forward m", mb), "compute");
   Kept kept;
   if (first()) {
-    kept.inputs.host[kImages] = Batch(step, mb).images;  // (n, C, *S) on the host
-    ParkReceived(kept.inputs);  // pipeline.offload: in host memory until its level runs
+    // pipeline.offload: the images stay in host memory until their level
+    // runs (ParkReceived), so they need no copy onto the device first.
+    kept.inputs.host[kImages] = parking_.on() ? loader_->Get(step, mb).images  // (n, C, *S)
+                                              : Batch(step, mb).images;
+    ParkReceived(kept.inputs);
   } else {
     kept.inputs = Receive(step, mb);
   }
