@@ -306,7 +306,9 @@ int BytesPerActivation(const Config& c) { return c.train.precision == "fp32" ? 4
 
 int64_t StateBytes(const Config& c, const StageCounts& s) {
   const int64_t optimizer_copies = c.train.optimizer == "adam" ? 2 : (c.train.momentum > 0 ? 1 : 0);
-  return 4 * (s.parameters * (2 + optimizer_copies) + s.buffer_elements);
+  return TurnStateBytes(s) + 4 * s.parameters * optimizer_copies;
 }
+
+int64_t TurnStateBytes(const StageCounts& s) { return 4 * (s.parameters * 2 + s.buffer_elements); }
 
 }  // namespace up

@@ -53,6 +53,10 @@ StageCounts DecoderCounts(const Config& config);
 // Weights, gradients and optimizer state (Adam 2x, SGD with momentum 1x)
 // plus buffers, in bytes (fp32).
 int64_t StateBytes(const Config& config, const StageCounts& counts);
+// What of it a parked stage holds through its turn's forward and backward:
+// weights, gradients and buffers (the optimizer's state comes only for the
+// step: stage_parking.h).
+int64_t TurnStateBytes(const StageCounts& counts);
 // Bytes per activation element: 4 in fp32, 2 under bf16 or fp16 autocast.
 int BytesPerActivation(const Config& config);
 

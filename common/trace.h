@@ -28,8 +28,11 @@ inline constexpr const char* kLoadAhead = "load ahead";
 // stage: summing its gradients with its copies in the other replicas
 inline constexpr const char* kReplicaExchange = "replica exchange";
 inline constexpr const char* kCheckpoint = "checkpoint";
-inline constexpr const char* kPark = "park";  // reserved: moving a stage off its device
+// stage: its training state moved off its device after a turn, back before one
+inline constexpr const char* kPark = "park";
 inline constexpr const char* kUnpark = "unpark";
+// stage: the optimizer's state back on its device for the step
+inline constexpr const char* kUnparkOptimizer = "unpark optimizer";
 }  // namespace trace_event
 
 // CLOCK_MONOTONIC in microseconds.

@@ -120,6 +120,9 @@ void TrainingStage::BackwardDone(ipc::TurnReport* report) {
 
 void TrainingStage::Step(const ipc::TurnRequest& turn, ipc::TurnReport* report) {
   TestHookPoint(key_, "step", turn.step + 1);
+  // The optimizer's state waits in host memory through the turn's forward
+  // and backward, off the device their activations need.
+  if (parking_) parking_->UnparkOptimizer();
   TraceSpan span(trace_event::kOptimizerStep, "compute");
   torch::Tensor own = optimizer_.GradNorms();  // (P_own,)
   if (!optimizer_.needs_global_norms()) {

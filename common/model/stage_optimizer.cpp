@@ -75,7 +75,10 @@ StageOptimizer::Outcome StageOptimizer::Step(const torch::Tensor& all_norms) {
     // reaches the same verdict from the same concatenated norms.
     outcome.skipped = !torch::isfinite(all_norms).all().item<bool>();
     scale_.Update(outcome.skipped);
-    if (outcome.skipped) return outcome;
+    if (outcome.skipped) {
+      optimizer_->zero_grad(/*set_to_none=*/true);
+      return outcome;
+    }
   }
   if (train_.grad_clip > 0) {
     torch::NoGradGuard no_grad;
@@ -88,6 +91,8 @@ StageOptimizer::Outcome StageOptimizer::Step(const torch::Tensor& all_norms) {
     }
   }
   optimizer_->step();
+  // Spent: a parked stage need not carry them to host memory and back.
+  optimizer_->zero_grad(/*set_to_none=*/true);
   return outcome;
 }
 

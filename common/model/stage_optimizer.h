@@ -57,6 +57,7 @@ class StageOptimizer {
   // Clips (when train.grad_clip > 0) with the total norm of `all_norms`, the
   // concatenated GradNorms() of the encoder then the decoder, then steps;
   // under fp16 skips instead when any norm is not finite, and updates the scale.
+  // Either way the gradients are spent: it drops them (set to none).
   Outcome Step(const torch::Tensor& all_norms);
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }

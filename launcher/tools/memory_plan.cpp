@@ -107,8 +107,11 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
     const int64_t enc_acts = keep      ? enc.activation_elements * n * a * m
                              : offload ? Unit(enc, blocks) * n * a
                                        : CheckpointedElements(enc, blocks) * n * a;
+    // Parked, a stage's turn holds the optimizer's state only for its step,
+    // after the backward let the activations go.
     const int64_t enc_turn =
-        StateBytes(c, enc) + enc_acts + enc_boundary + 2 * enc.largest_tensor * n * a;
+        std::max(TurnStateBytes(enc) + enc_acts + enc_boundary + 2 * enc.largest_tensor * n * a,
+                 StateBytes(c, enc));
     // Decoder turn: its state and one micro-batch's activations, the boundary
     // and its gradients on the device; with keep, the encoder's kept
     // activations stay on the device too (autograd's saved tensors cannot be parked).
@@ -116,8 +119,9 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
     const int64_t dec_acts = keep      ? dec.activation_elements * n * a
                              : offload ? Unit(dec, blocks) * n * a
                                        : CheckpointedElements(dec, blocks) * n * a;
-    const int64_t dec_turn = StateBytes(c, dec) + dec_acts + kept_from_encoder + dec_boundary +
-                             2 * dec.largest_tensor * n * a;
+    const int64_t dec_turn = std::max(TurnStateBytes(dec) + dec_acts + kept_from_encoder +
+                                          dec_boundary + 2 * dec.largest_tensor * n * a,
+                                      StateBytes(c, dec));
     PlanRow row{std::string("pipeline ") + policy,
                 dec_turn >= enc_turn ? "decoder turn" : "encoder turn"};
     row.sets = parked;
@@ -129,7 +133,7 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
     row.offload = offload;
     row.blocks = blocks;
     const bool dec_peak = dec_turn >= enc_turn;
-    row.state_bytes = dec_peak ? StateBytes(c, dec) : StateBytes(c, enc);
+    row.state_bytes = dec_peak ? TurnStateBytes(dec) : TurnStateBytes(enc);
     row.activation_bytes = dec_peak ? dec_acts + kept_from_encoder : enc_acts;
     row.boundary_bytes = dec_peak ? dec_boundary : enc_boundary;
     row.workspace_bytes = 2 * (dec_peak ? dec.largest_tensor : enc.largest_tensor) * n * a;
@@ -250,15 +254,21 @@ PartsPlan PlanParts(const Config& c) {
     StagePlan p;
     p.key = spec.Key();
     p.levels = spec.LevelsText();
-    p.state_bytes = StateBytes(c, counts);
+    p.state_bytes = TurnStateBytes(counts);  // parked: the optimizer's state only for the step
     p.activation_bytes = keep      ? counts.activation_elements * n * a * m
                          : offload ? Unit(counts, blocks) * n * a
                                    : CheckpointedElements(counts, blocks) * n * a;
     p.boundary_bytes = boundary;
     p.workspace_bytes = 2 * counts.largest_tensor * n * a;
-    p.turn_bytes = p.state_bytes + p.activation_bytes + p.boundary_bytes + p.workspace_bytes;
+    p.turn_bytes =
+        std::max(p.state_bytes + p.activation_bytes + p.boundary_bytes + p.workspace_bytes,
+                 StateBytes(c, counts));
     p.residue_bytes = keep ? p.activation_bytes : 0;
     out.stages.push_back(p);
+    // On a device of its own a stage does not park: its whole state stays.
+    out.own_device_bytes =
+        std::max(out.own_device_bytes,
+                 StateBytes(c, counts) + p.activation_bytes + p.boundary_bytes + p.workspace_bytes);
   }
   const int64_t stages = static_cast<int64_t>(out.stages.size());
   for (const StagePlan& s : out.stages) {
@@ -266,7 +276,6 @@ PartsPlan PlanParts(const Config& c) {
     for (const StagePlan& o : out.stages)
       if (&o != &s) others += o.residue_bytes;
     out.shared_device_bytes = std::max(out.shared_device_bytes, s.turn_bytes + others);
-    out.own_device_bytes = std::max(out.own_device_bytes, s.turn_bytes);
   }
   out.shared_device_bytes += stages * kContextAllowanceBytes;
   out.own_device_bytes += kContextAllowanceBytes;

@@ -75,13 +75,15 @@ std::vector<PlanRow> PlanMemory(const Config& config, int64_t budget_bytes);
 // gradients, a backward workspace. Between its turns a parked stage still
 // holds what autograd saved (keep's activations) on the device.
 struct StagePlan {
-  std::string key;     // "encoder", "decoder2"
-  std::string levels;  // "levels 0-1"
-  int64_t state_bytes = 0;
+  std::string key;          // "encoder", "decoder2"
+  std::string levels;       // "levels 0-1"
+  int64_t state_bytes = 0;  // weights, gradients, buffers (the optimizer's state is parked)
   int64_t activation_bytes = 0;
   int64_t boundary_bytes = 0;
   int64_t workspace_bytes = 0;
-  int64_t turn_bytes = 0;     // the sum: the stage's peak in its turn
+  // The sum: the stage's peak in its turn (or its whole state, with the
+  // optimizer's, at its step, where that is more).
+  int64_t turn_bytes = 0;
   int64_t residue_bytes = 0;  // on the device between its turns, parked
 };
 struct PartsPlan {
@@ -91,7 +93,8 @@ struct PartsPlan {
   // Every stage on one device, taking turns (parked): the largest turn plus
   // the others' residue, plus a context per process.
   int64_t shared_device_bytes = 0;
-  // Each stage on a device of its own: the largest turn plus one context.
+  // Each stage on a device of its own (not parked: its whole state stays),
+  // the largest, plus one context.
   int64_t own_device_bytes = 0;
 };
 PartsPlan PlanParts(const Config& config);

@@ -19,12 +19,20 @@ ModelConfig Small() {
   return m;
 }
 
-// One step of training on fixed data.
-void Step(UNetEncoder& enc, StageOptimizer& opt, int64_t step) {
+// One step of training on fixed data; with `parking`, the optimizer's state
+// is fetched for the step, as a stage's turn does.
+void Step(UNetEncoder& enc, StageOptimizer& opt, int64_t step, StageParking* parking = nullptr) {
   opt.BeginStep(step);
   torch::manual_seed(100 + step);
   enc->forward(torch::randn({2, 4, 8, 8})).bottleneck.square().mean().backward();
+  if (parking) parking->UnparkOptimizer();
   opt.Step(opt.GradNorms());
+}
+
+int64_t Bytes(const std::vector<torch::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const torch::Tensor& t : tensors) n += static_cast<int64_t>(t.nbytes());
+  return n;
 }
 
 std::string AdamStateDigest(torch::optim::Optimizer& opt) {
@@ -69,7 +77,7 @@ TEST(StageParking, TrainingWithParkingBetweenStepsEqualsWithout) {
   for (int64_t s = 0; s < 4; ++s) {
     Step(a, opt_a, s);
     ParkedOutsideTurn turn(&parking);  // unpark for the step ...
-    Step(b, opt_b, s);
+    Step(b, opt_b, s, &parking);
   }  // ... and park after it
   EXPECT_TRUE(parking.parked());
   parking.Unpark();
@@ -86,10 +94,10 @@ TEST(StageParking, SgdMomentumIsParkedToo) {
   for (int64_t s = 0; s < 3; ++s) {
     Step(a, opt_a, s);
     parking.Unpark();
-    Step(b, opt_b, s);
+    Step(b, opt_b, s, &parking);
     parking.Park();
   }
-  parking.Unpark();
+  parking.UnparkOptimizer();
   EXPECT_EQ(ParamDigest(NamedState(*a), {}), ParamDigest(NamedState(*b), {}));
 }
 
@@ -105,7 +113,7 @@ TEST(StageParking, PrefetchBeforeTheTurnEqualsUnparkingAtIt) {
     EXPECT_FALSE(parking.parked());
     parking.Prefetch();  // a second hint is a no-op
     ParkedOutsideTurn turn(&parking);
-    Step(b, opt_b, s);
+    Step(b, opt_b, s, &parking);
   }
   // A prefetch with no turn after it parks cleanly too.
   parking.Prefetch();
@@ -141,9 +149,55 @@ TEST(StageParking, ParkedStateLeavesTheDevice) {
   // Parameters, gradients, both moments and buffers are in host buffers,
   // outside the device's count (as pinned memory is outside a GPU's).
   EXPECT_EQ(resident - TensorBytesOn(cpu).live, parking.parked_bytes());
+  // A turn's forward and backward get the model's part; the moments stay in
+  // host memory until the optimizer's step.
   parking.Unpark();
+  int64_t moments = 0;
+  for (auto& p : opt.optimizer().param_groups()[0].params()) {
+    auto& s = static_cast<torch::optim::AdamParamState&>(
+        *opt.optimizer().state().at(p.unsafeGetTensorImpl()));
+    moments += Bytes({s.exp_avg(), s.exp_avg_sq()});
+  }
+  EXPECT_EQ(resident - TensorBytesOn(cpu).live, moments);
+  parking.UnparkOptimizer();
   EXPECT_EQ(TensorBytesOn(cpu).live, resident);
-  Step(enc, opt, 1);  // and training goes on
+  Step(enc, opt, 1, &parking);  // and training goes on
+}
+
+TEST(StageParking, WhatATurnLeftUnchangedParksWithoutACopy) {
+  UNetEncoder enc(Small(), 1);
+  TrainConfig t;
+  StageOptimizer opt(*enc, t);
+  StageParking parking(*enc, opt.optimizer(), torch::kCPU);
+  parking.Park();
+  Step(enc, opt, 0);  // on the parked state: Adam's moments exist now
+  parking.UnparkOptimizer();
+  parking.Park();
+  const int64_t buffers = Bytes(enc->buffers());
+  const int64_t weights = Bytes(enc->parameters());
+  ASSERT_GT(weights, 0);
+
+  // A forward-only turn changes no weight: only the buffers (running
+  // statistics, which may change unseen) go back by copy.
+  int64_t out = parking.bytes_out();
+  {
+    ParkedOutsideTurn turn(&parking);
+    torch::NoGradGuard no_grad;
+    enc->forward(torch::randn({2, 4, 8, 8}));
+  }
+  EXPECT_EQ(parking.bytes_out() - out, buffers);
+
+  // A turn with the step changes the weights, their moments and no
+  // gradient (spent, dropped): all of those go back by copy.
+  out = parking.bytes_out();
+  const int64_t in = parking.bytes_in();
+  {
+    ParkedOutsideTurn turn(&parking);
+    Step(enc, opt, 1, &parking);
+  }
+  EXPECT_EQ(parking.bytes_in() - in, weights + buffers + 2 * weights);  // + Adam's two moments
+  EXPECT_EQ(parking.bytes_out() - out, weights + buffers + 2 * weights);
+  for (const auto& p : enc->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
 }  // namespace
