@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds unet-pipeline, runs the five benches on the standard configs, keeps
 # their JSON in bench/results/ and regenerates docs/BENCHMARKS.md from it.
-# Sized to finish in a few minutes on 2 cores. Environment:
+# The user cases at the full patch take most of its time (over an hour on 2
+# cores); the rest, a few minutes. Environment:
 #   UP_BUILD_DIR      build folder (default build)
 #   BENCH_MAX_BYTES   largest transport message (default 268435456)
 #   BENCH_ROUNDS      runs per step-bench row (default 3)
@@ -56,6 +57,15 @@ plan plan-brats16g-bf16-mb1 --set train.micro_batches=2 --set train.precision=bf
 echo "== user case (bench/user_case.py)" >&2
 python3 bench/user_case.py "$BIN" "$OUT/user-case.json.tmp" fp32
 mv "$OUT/user-case.json.tmp" "$OUT/user-case.json"
+# nnU-Net's ResEnc L plan: its measured plan (about 24 minutes on 2 cores) and
+# the pipeline's offload way trained for real at the full patch (about 13).
+echo "== plan ResEnc L (plan-resenc-l)" >&2
+"$BIN" plan --config configs/nnunet-resenc-l.yaml --gpu-mem 16GiB --json >"$OUT/plan-resenc-l.json.tmp"
+mv "$OUT/plan-resenc-l.json.tmp" "$OUT/plan-resenc-l.json"
+echo "== user case ResEnc L (bench/user_case.py --case resenc-l)" >&2
+UP_USER_CASE_WAYS="pipeline offload" python3 bench/user_case.py --case resenc-l "$BIN" \
+  "$OUT/user-case-resenc-l.json.tmp" fp32
+mv "$OUT/user-case-resenc-l.json.tmp" "$OUT/user-case-resenc-l.json"
 # The largest model (and patch) each way of training fits in one budget.
 run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
 run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch

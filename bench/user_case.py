@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""The user's case measured for real: brats16g (standing in for nnU-Net's
-ResEnc L plan until the nnunet model kind exists) trained two steps at its
-full 192x192x96 patch, one sample per micro-batch, on this machine's CPU,
-each way of training in turn; each run's peak tensor bytes (summary.json)
-next to what `plan` predicted from its small probes (bench/results/plan-*.json).
+"""The user's case measured for real: a case's config trained two steps at
+its full patch, one sample per micro-batch, on this machine's CPU, each way of
+training in turn; each run's peak tensor bytes (summary.json) next to what
+`plan` predicted from its small probes (bench/results/plan-*.json).
 
-usage: user_case.py BIN OUT_JSON [PRECISION...]   (default: fp32)
+usage: user_case.py [--case CASE] BIN OUT_JSON [PRECISION...]   (default: fp32)
+CASE is brats16g (the default: the 3-D U-Net at 192x192x96, 2 micro-batches of
+one sample) or resenc-l (nnU-Net's ResEnc L plan at 160x192x160, its batch of 3
+as 3 micro-batches of one volume).
 UP_USER_CASE_WAYS=name,name,... runs only those ways.
-A run takes minutes on 2 cores; bench/run-all.sh calls this.
+A run takes minutes on 2 cores (brats16g) or tens of minutes (resenc-l);
+bench/run-all.sh calls this.
 """
 import json
 import os
@@ -32,8 +35,14 @@ WAYS = [  # keep last: its two processes hold the most of this machine's memory
     ("pipeline offload", RECOMPUTE + BLOCKS + ["--set", "pipeline.offload=on"]),
     ("pipeline keep", ["--set", "pipeline.activations=keep"] + PARK),
 ]
+CASES = {
+    "brats16g": {"config": "configs/brats16g.yaml", "patch": [192, 192, 96], "batch_size": 2,
+                 "micro_batches": 2},
+    "resenc-l": {"config": "configs/nnunet-resenc-l.yaml", "patch": [160, 192, 160],
+                 "batch_size": 3, "micro_batches": 3},
+}
 COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
-          "--set", "train.micro_batches=2", "--set", "train.threads=2",
+          "--set", "train.threads=2",
           "--set", "pipeline.stages.encoder.device=cpu", "--set", "pipeline.stages.decoder.device=cpu",
           # A turn at the full patch takes minutes on 2 cores (the decoder's two
           # forward-backwards recomputed and offloaded: over 120 s, the default).
@@ -41,10 +50,19 @@ COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "c
 
 
 def main():
-    if len(sys.argv) < 3:
+    argv = sys.argv[1:]
+    case_name = "brats16g"
+    if argv[:1] == ["--case"] and len(argv) > 1:
+        case_name, argv = argv[1], argv[2:]
+    if case_name not in CASES:
+        sys.exit(f"user_case.py: --case {case_name} is not a case; use one of {', '.join(CASES)}")
+    if len(argv) < 2:
         sys.exit(__doc__)
-    binary, out_path = sys.argv[1], sys.argv[2]
-    precisions = sys.argv[3:] or ["fp32"]
+    case = CASES[case_name]
+    binary, out_path = argv[0], argv[1]
+    precisions = argv[2:] or ["fp32"]
+    common = COMMON + ["--set", f"train.batch_size={case['batch_size']}",
+                       "--set", f"train.micro_batches={case['micro_batches']}"]
     rows = []
     tmp = tempfile.mkdtemp(prefix="up-user-case-")
     try:
@@ -54,8 +72,8 @@ def main():
                 if only and way not in only.split(","):
                     continue
                 run = os.path.join(tmp, f"{precision}-{way.replace(' ', '-')}")
-                cmd = [binary, "train", "-q", "--config", "configs/brats16g.yaml", "--out", run,
-                       "--set", f"train.precision={precision}"] + COMMON + args
+                cmd = [binary, "train", "-q", "--config", case["config"], "--out", run,
+                       "--set", f"train.precision={precision}"] + common + args
                 print(f"user case: {precision} {way}", file=sys.stderr, flush=True)
                 t0 = time.time()
                 # glibc's own trimming, so a parked stage's freed blocks leave
@@ -80,8 +98,9 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     with open(out_path, "w") as f:
-        json.dump({"bench": "user-case", "config": "configs/brats16g.yaml", "patch": [192, 192, 96],
-                   "micro_batches": 2, "batch_size": 2, "rows": rows}, f)
+        json.dump({"bench": "user-case", "case": case_name, "config": case["config"],
+                   "patch": case["patch"], "micro_batches": case["micro_batches"],
+                   "batch_size": case["batch_size"], "rows": rows}, f)
 
 
 if __name__ == "__main__":
