@@ -6,15 +6,17 @@
 // with set_data(), so the optimizer (which keys its state by parameter) never
 // notices, never has to be re-created and never sees a tensor on the wrong
 // device. Host buffers are allocated once (pinned when a GPU is there) and
-// reused by every park. A turn fetches the model's part of the state (weights,
-// gradients, buffers); the optimizer's state comes only for the optimizer's
-// step (UnparkOptimizer), after the backward has let its activations go. A
-// tensor the turn left unchanged (the weights of a turn without a step, say)
-// parks without a copy: its host copy is still good. After parking, the process returns its cached
-// device memory to the driver, since the other stage's process cannot use it. On a GPU the copies
-// run on a side stream (device_memory.h), so a stage can start fetching its state back (Prefetch)
-// before its turn, while the other stage still computes (`pipeline.prefetch: on`, where the device
-// has room for both states); its turn then only waits for copies still in flight.
+// reused by every park. A turn fetches the model's part of the state
+// (weights, gradients, buffers); the optimizer's state comes only for the
+// optimizer's step (UnparkOptimizer), after the backward has let its
+// activations go. A weight the turn left unchanged (a turn without the step)
+// parks without a copy: its host copy is still good. After parking, the
+// process returns its cached device memory to the driver, since the other
+// stage's process cannot use it. On a GPU the copies run on a side stream
+// (device_memory.h), so a stage can start fetching its state back (Prefetch)
+// before its turn, while the other stage still computes (`pipeline.prefetch:
+// on`, where the device has room for both); its turn then only waits for
+// copies still in flight.
 //
 // Not thread-safe; the stage's one thread parks and unparks.
 #pragma once
@@ -35,8 +37,9 @@ class StageParking {
   StageParking(torch::nn::Module& module, torch::optim::Optimizer& optimizer, torch::Device device);
 
   // Device -> host for whatever is on the device; no-op when parked. A
-  // tensor unchanged since it was fetched (its version counter says so) goes
-  // back to the host copy it came from, without a copy.
+  // weight unchanged since it was fetched (no optimizer step since, the same
+  // tensor at the same version) goes back to the host copy it came from,
+  // without a copy.
   void Park();
   // Host -> device of the model's part (parameters, gradients, buffers) on
   // the side stream; no-op when not parked. The optimizer's state stays in
