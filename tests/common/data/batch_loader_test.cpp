@@ -137,10 +137,12 @@ TEST(BatchLoader, LoadAheadHandsOverWhatItLoadedUpToTheLastStep) {
   c.train.steps = 3;  // 6 micro-batches in all
   const std::unique_ptr<Dataset> data = MakeDataset(c);
   BatchLoader loader(*data, c, SampleParts::kImages);
-  std::map<const void*, int> held;  // the storage each held batch has now
+  // The storage each held batch has now, kept alive here so that no later
+  // load can be given a freed batch's address and pass for a held one.
+  std::map<const void*, torch::Tensor> held;
   auto hold = [&](MicroBatch* b) {
     b->images = b->images.clone();
-    held[b->images.data_ptr()] = 1;
+    held[b->images.data_ptr()] = b->images;
   };
   EXPECT_TRUE(torch::equal(loader.Get(0, 0).images, LoadMicroBatch(*data, c, 0, 0).images));
   EXPECT_EQ(loader.LoadAhead(2, hold), 2);  // (0, 1) and (1, 0)
