@@ -42,18 +42,38 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
-def machine_section(m):
-    return [
+def machine_section(runs):
+    """Which machine each result file came from: the machines lent here change
+    between sessions (same cores and memory, another CPU), and step times and
+    even tensor bytes depend on the CPU, so a ratio is read within one run."""
+    rows = [(name, d["machine"]) for name, d in runs if d and d.get("machine")]
+    out = [
         "## Machine",
         "",
-        f"- CPU: {m['cpu_model']}, {m['cores']} logical cores",
-        f"- memory: {m['memory_bytes'] / 2**30:.1f} GiB; {m['kernel']}; LibTorch {m['torch']}",
-        f"- GPUs visible: {m['gpus']}",
-        f"- 1-minute load average when the transport bench ended: {m['load_1m']} "
-        "(the machine is shared: other builds ran alongside, so every figure carries their noise; "
-        "the alternation below puts that noise on both sides of each ratio)",
+        "The benches ran on the CPU machines lent to this project, which change between sessions: "
+        "the same 2 logical cores and 24 GiB, but not always the same CPU. Step times, and in "
+        "places tensor bytes (oneDNN picks its kernels, and their workspaces, by CPU), depend on "
+        "it, so every ratio here compares runs of one bench on one machine, and a figure carried "
+        "over from another run says so. No GPU was visible to any of them. Each result file in "
+        "`bench/results/` records its machine:",
+        "",
+        "| results | CPU | AVX-512 | cores | memory (GiB) | kernel | LibTorch | 1-minute load at the end |",
+        "|---|---|---|---:|---:|---|---|---:|",
+    ]
+    for name, m in rows:
+        mem = f"{m['memory_bytes'] / 2**30:.1f}" if "memory_bytes" in m else "-"
+        load_1m = m.get("load_1m", "-")
+        avx512 = {True: "yes", False: "no"}.get(m.get("avx512"), "not recorded")
+        if m.get("onednn_max_cpu_isa"):
+            avx512 += f" (oneDNN held to {m['onednn_max_cpu_isa']})"
+        out.append(f"| `{name}.json` | {m['cpu_model']} | {avx512} | {m['cores']} | {mem} | "
+                   f"{m['kernel']} | {m.get('torch', '-')} | {load_1m} |")
+    out += [
+        "",
+        "`plan`'s JSON (`plan-*.json`) records no machine: its sections name the one it ran on.",
         "",
     ]
+    return out
 
 
 def transport_section(t):
@@ -568,12 +588,25 @@ def capacity_sections(runs):
     return out
 
 
+def kernels_text(uc):
+    """Which convolution kernels a run's CPU gave oneDNN, from its machine."""
+    m = (uc or {}).get("machine") or {}
+    if not m:
+        return ""
+    isa = m.get("onednn_max_cpu_isa")
+    if isa:
+        return f"{m['cpu_model']}, oneDNN held to {isa} by `ONEDNN_MAX_CPU_ISA={isa}`"
+    return f"{m['cpu_model']}{' with AVX-512' if m.get('avx512') else ''}, oneDNN's own choice"
+
+
 def user_case_measured(uc, plans):
     """The same rows trained for real at the full patch, next to plan's prediction."""
     if not uc:
         return []
+    kernels = kernels_text(uc)
     out = [
-        "Measured for real (`bench/user_case.py`): each way trained two steps at the full "
+        (f"**{kernels}.** " if kernels else "")
+        + "Measured for real (`bench/user_case.py`): each way trained two steps at the full "
         f"{'x'.join(map(str, uc['patch']))} patch, {uc['micro_batches']} micro-batches of one "
         "sample, on this CPU (2 threads, `UP_GLIBC_MALLOC_DEFAULTS=1` so that freed blocks go back "
         "to this 24 GiB machine, which slows the steps); peak tensor bytes from each run's "
@@ -601,7 +634,7 @@ def user_case_measured(uc, plans):
     return out
 
 
-def user_case_verdict(uc, plan):
+def user_case_verdict(uc, plan, kernels=""):
     """The one-card targets: the pipeline's best way against single-process
     checkpointing and against plan's floor, on the real runs where every way
     was run for real, else on plan's measured rows (probes extrapolated)."""
@@ -613,9 +646,8 @@ def user_case_verdict(uc, plan):
     peaks = real
     if "pipeline offload" not in real:
         peaks = {r["name"]: r["tensor_bytes"] for r in plan["rows"] if "tensor_bytes" in r}
-        source = ("plan's measured rows (two probe runs extrapolated; the real runs above predate "
-                  "recompute by level and block in every stage and offload: rerun "
-                  "`bench/user_case.py`)")
+        source = ("plan's measured rows (two probe runs extrapolated; no real run of the "
+                  "pipeline's ways: run `bench/user_case.py`)")
     pipes = {w: b for w, b in peaks.items() if w.startswith("pipeline")}
     singles = {w: b for w, b in peaks.items() if w.startswith("single-process")}
     ckpt = peaks.get("single-process checkpointing")
@@ -624,8 +656,10 @@ def user_case_verdict(uc, plan):
     best = min(pipes, key=pipes.get)
     best_single = min(singles, key=singles.get)
     peak = pipes[best]
+    kernels = kernels_text(uc) or kernels
+    where = f" ({kernels})" if kernels else ""
     out = [
-        f"One card, fp32, 2 micro-batches of 1, from {source}: the pipeline's best way ({best}, "
+        f"One card, fp32, 2 micro-batches of 1, from {source}{where}: the pipeline's best way ({best}, "
         f"{peak / 2**30:.2f} GiB) is {peak / ckpt:.2f}x single-process checkpointing's device "
         f"peak (target <= 0.75x: {verdict(peak <= 0.75 * ckpt)}) and "
         f"{peak / singles[best_single]:.2f}x the best single-process way's ({best_single}, "
@@ -693,8 +727,9 @@ def main():
         "run, with the ratio; no figure here is asserted by a test.",
         "",
     ]
+    names = sorted(os.path.splitext(f)[0] for f in os.listdir(folder) if f.endswith(".json"))
+    lines += machine_section([(n, load(folder, n)) for n in names])
     if t:
-        lines += machine_section(t["machine"])
         lines += transport_section(t)
     lines += step_sections(tiny, small)
     stages = [(load(folder, "stages-tiny"), "tiny"), (load(folder, "stages-small"), "small")]
@@ -710,11 +745,13 @@ def main():
         (load(folder, "plan-brats16g-mb1"), "fp32, 2 micro-batches of 1"),
         (load(folder, "plan-brats16g-bf16-mb1"), "bf16, 2 micro-batches of 1"),
     ])
-    lines += user_case_measured(load(folder, "user-case"), {
-        "fp32": load(folder, "plan-brats16g-mb1"),
-        "bf16": load(folder, "plan-brats16g-bf16-mb1"),
-    })
-    lines += user_case_verdict(load(folder, "user-case"), load(folder, "plan-brats16g-mb1"))
+    # The same runs with oneDNN held to AVX2 where the CPU has AVX-512: its
+    # AVX-512 convolutions hold a copy of a block's input (run-all.sh).
+    for suffix in ("", "-avx2"):
+        uc, plan = load(folder, "user-case" + suffix), load(folder, "plan-brats16g-mb1" + suffix)
+        lines += user_case_measured(uc, {"fp32": plan, "bf16": load(folder, "plan-brats16g-bf16-mb1")
+                                         if not suffix else None})
+        lines += user_case_verdict(uc, plan, "oneDNN held to AVX2" if suffix else "")
     lines += capacity_sections([
         (load(folder, "capacity-tiny"), "tiny, widths scaled"),
         (load(folder, "capacity-tiny-patch"), "tiny, patch scaled"),

@@ -57,6 +57,17 @@ plan plan-brats16g-bf16-mb1 --set train.micro_batches=2 --set train.precision=bf
 echo "== user case (bench/user_case.py)" >&2
 python3 bench/user_case.py "$BIN" "$OUT/user-case.json.tmp" fp32
 mv "$OUT/user-case.json.tmp" "$OUT/user-case.json"
+# On an AVX-512 CPU, oneDNN's convolutions copy a block's input into their own
+# layout for the weights' gradient, a full-resolution tensor more at the block
+# ways' peaks: the same plan and runs with oneDNN held to AVX2 show the bytes
+# without it (BENCHMARKS.md, the user's case).
+rm -f "$OUT/plan-brats16g-mb1-avx2.json" "$OUT/user-case-avx2.json"
+if grep -qw avx512f /proc/cpuinfo; then
+  ONEDNN_MAX_CPU_ISA=AVX2 plan plan-brats16g-mb1-avx2 --set train.micro_batches=2
+  echo "== user case, oneDNN held to AVX2" >&2
+  ONEDNN_MAX_CPU_ISA=AVX2 python3 bench/user_case.py "$BIN" "$OUT/user-case-avx2.json.tmp" fp32
+  mv "$OUT/user-case-avx2.json.tmp" "$OUT/user-case-avx2.json"
+fi
 # nnU-Net's ResEnc L plan: its measured plan (about 24 minutes on 2 cores) and
 # the pipeline's offload way trained for real at the full patch (about 13).
 echo "== plan ResEnc L (plan-resenc-l)" >&2

@@ -49,6 +49,28 @@ COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "c
           "--set", "pipeline.timeout_s=3600"]
 
 
+def machine():
+    """The CPU the runs had: tensor bytes depend on it (oneDNN picks its
+    kernels by CPU), so BENCHMARKS.md says which machine gave each figure."""
+    model, avx512 = "unknown", False
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown":
+                model = value.strip()
+            if key.strip() == "flags":
+                avx512 = "avx512f" in value.split()
+                break
+    out = {"cpu_model": model, "cores": os.cpu_count(), "avx512": avx512,
+           "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+           "kernel": f"{os.uname().sysname} {os.uname().release}"}
+    # oneDNN's convolutions on AVX-512 copy a block's input into their own
+    # layout for the weights' gradient: a limit on its ISA changes the bytes.
+    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        out["onednn_max_cpu_isa"] = os.environ["ONEDNN_MAX_CPU_ISA"]
+    return out
+
+
 def main():
     argv = sys.argv[1:]
     case_name = "brats16g"
@@ -98,7 +120,8 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     with open(out_path, "w") as f:
-        json.dump({"bench": "user-case", "case": case_name, "config": case["config"],
+        json.dump({"bench": "user-case", "case": case_name, "machine": machine(),
+                   "config": case["config"],
                    "patch": case["patch"], "micro_batches": case["micro_batches"],
                    "batch_size": case["batch_size"], "rows": rows}, f)
 
