@@ -6,7 +6,9 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "bench/bench_util.h"
 #include "common/json_writer.h"
@@ -33,6 +35,9 @@ Machine DescribeMachine() {
   Machine m;
   m.cpu_model = ProcValue("/proc/cpuinfo", "model name");
   if (m.cpu_model.empty()) m.cpu_model = "unknown";
+  std::istringstream flags(ProcValue("/proc/cpuinfo", "flags"));
+  for (std::string flag; flags >> flag;) m.avx512 = m.avx512 || flag == "avx512f";
+  if (const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA")) m.onednn_max_cpu_isa = isa;
   m.cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   const std::string mem_kb = ProcValue("/proc/meminfo", "MemTotal");  // "24576000 kB"
   m.memory_bytes = mem_kb.empty() ? 0 : std::stoll(mem_kb) * 1024;
@@ -47,8 +52,9 @@ Machine DescribeMachine() {
 
 std::string MachineJson(const Machine& m) {
   JsonWriter j;
-  j.Field("cpu_model", m.cpu_model)
-      .Field("cores", m.cores)
+  j.Field("cpu_model", m.cpu_model).Field("avx512", m.avx512);
+  if (!m.onednn_max_cpu_isa.empty()) j.Field("onednn_max_cpu_isa", m.onednn_max_cpu_isa);
+  j.Field("cores", m.cores)
       .Field("memory_bytes", m.memory_bytes)
       .Field("kernel", m.kernel)
       .Field("torch", m.torch_version)

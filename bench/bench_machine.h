@@ -1,6 +1,8 @@
 // The machine a benchmark ran on, as every bench reports it next to its
-// figures: CPU model, online cores, memory, kernel, LibTorch version and
-// whether a GPU is visible. Read from /proc and uname; thread-safe.
+// figures: CPU model, whether it has AVX-512 (oneDNN's kernels, and the
+// tensor bytes they hold, follow it), online cores, memory, kernel, LibTorch
+// version and whether a GPU is visible. Read from /proc, uname and the
+// environment; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +11,10 @@
 namespace up::bench {
 
 struct Machine {
-  std::string cpu_model;  // /proc/cpuinfo "model name", or "unknown"
-  int cores = 0;          // online logical CPUs
+  std::string cpu_model;           // /proc/cpuinfo "model name", or "unknown"
+  bool avx512 = false;             // /proc/cpuinfo "flags" has avx512f
+  std::string onednn_max_cpu_isa;  // ONEDNN_MAX_CPU_ISA where set: a limit on those kernels
+  int cores = 0;                   // online logical CPUs
   int64_t memory_bytes = 0;
   std::string kernel;  // uname -sr
   std::string torch_version;
@@ -20,7 +24,8 @@ struct Machine {
 
 Machine DescribeMachine();
 
-// {"cpu_model","cores","memory_bytes","kernel","torch","gpus","load_1m"}
+// {"cpu_model","avx512",["onednn_max_cpu_isa",]"cores","memory_bytes","kernel","torch",
+//  "gpus","load_1m"}
 std::string MachineJson(const Machine& m);
 // One line for the tables: "Intel Xeon ... , 2 cores, 23.4 GiB, Linux 6.1, LibTorch 2.11,
 // load 1.2".

@@ -51,7 +51,9 @@ COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "c
 
 def machine():
     """The CPU the runs had: tensor bytes depend on it (oneDNN picks its
-    kernels by CPU), so BENCHMARKS.md says which machine gave each figure."""
+    kernels by CPU), so BENCHMARKS.md says which machine gave each figure.
+    The fields of the C++ benches' machine (bench/bench_machine.h) that this
+    script can read without LibTorch."""
     model, avx512 = "unknown", False
     with open("/proc/cpuinfo") as f:
         for line in f:

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "tests/support/command.h"
 
@@ -60,13 +63,31 @@ TEST(BenchTransport, JsonHasEveryFieldPerSize) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
-  ExpectFields(json, {"machine", "cpu_model", "cores", "memory_bytes", "results", "transport",
-                      "bytes", "gbps", "memcpy_gbps", "ratio", "latency_us"});
+  ExpectFields(json, {"machine", "cpu_model", "avx512", "cores", "memory_bytes", "results",
+                      "transport", "bytes", "gbps", "memcpy_gbps", "ratio", "latency_us"});
   EXPECT_NE(JsonField(json, "results").find("\"transport\":\"shm\""), std::string::npos);
   for (const char* bytes : {"4096", "16384", "65536"})
     EXPECT_NE(json.find(std::string("\"bytes\":") + bytes + ","), std::string::npos) << bytes;
   EXPECT_EQ(json.find("\"bytes\":262144"), std::string::npos) << "above --max-bytes";
   EXPECT_EQ(json.find("null"), std::string::npos) << "a figure is not finite: " << json;
+}
+
+// Tensor bytes follow the CPU's oneDNN kernels (AVX-512 or not, and any limit
+// set on them), so every bench's machine says which it had.
+TEST(BenchTransport, MachineSaysWhichConvolutionKernelsItHad) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::stringstream text;
+  text << cpuinfo.rdbuf();
+  const bool avx512 = text.str().find(" avx512f") != std::string::npos;
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+  const CommandResult r =
+      Bench({"transport", "--json", "--max-bytes", "4096", "--repeats", "1", "--seconds", "0.01"});
+  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  EXPECT_NE(json.find(std::string("\"avx512\":") + (avx512 ? "true" : "false")), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"onednn_max_cpu_isa\":\"AVX2\""), std::string::npos) << json;
 }
 
 TEST(BenchTransport, TableByDefault) {
