@@ -747,11 +747,13 @@ def main():
     ])
     # The same runs with oneDNN held to AVX2 where the CPU has AVX-512: its
     # AVX-512 convolutions hold a copy of a block's input (run-all.sh).
-    for suffix in ("", "-avx2"):
-        uc, plan = load(folder, "user-case" + suffix), load(folder, "plan-brats16g-mb1" + suffix)
-        lines += user_case_measured(uc, {"fp32": plan, "bf16": load(folder, "plan-brats16g-bf16-mb1")
-                                         if not suffix else None})
-        lines += user_case_verdict(uc, plan, "oneDNN held to AVX2" if suffix else "")
+    plan, bf16 = load(folder, "plan-brats16g-mb1"), load(folder, "plan-brats16g-bf16-mb1")
+    uc = load(folder, "user-case")
+    lines += user_case_measured(uc, {"fp32": plan, "bf16": bf16})
+    lines += user_case_verdict(uc, plan)
+    uc, plan = load(folder, "user-case-avx2"), load(folder, "plan-brats16g-mb1-avx2")
+    lines += user_case_measured(uc, {"fp32": plan})
+    lines += user_case_verdict(uc, plan, "oneDNN held to AVX2")
     lines += capacity_sections([
         (load(folder, "capacity-tiny"), "tiny, widths scaled"),
         (load(folder, "capacity-tiny-patch"), "tiny, patch scaled"),
