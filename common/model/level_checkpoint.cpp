@@ -3,7 +3,12 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/variable.h>
+
+#include <memory>
 
 #include "common/model/activation_offload.h"
 #include "common/model/precision.h"
@@ -43,6 +48,50 @@ void ReleaseUnsaved(std::vector<torch::Tensor>* in) {
   }
 }
 
+// The root of a rebuilt unit's backward: hands the gradient entering the
+// unit to the node that made its output, and keeps no reference to it.
+struct GradientFeed : torch::autograd::Node {
+  GradientFeed(torch::Tensor grad, torch::autograd::Edge next, const torch::Tensor& seed)
+      : grad_(std::move(grad)) {
+    add_input_metadata(seed);
+    add_next_edge(std::move(next));
+  }
+  variable_list apply(variable_list&& /*seed*/) override { return {std::move(grad_)}; }
+  torch::Tensor grad_;
+};
+
+// The gradients of `wrt` (undefined where the graph does not reach one) from
+// the backward through the graph that made `out`, entered with `grad`: what
+// torch::autograd::grad({out}, wrt, {grad}) returns, but without holding
+// `out` or `grad` while it runs. The rebuilt output then goes once the node
+// that saved it (the unit's last ReLU) has run, and the gradient once the
+// first node has used it, instead of both lasting through the unit's
+// backward: two tensors of the unit's output size fewer at its peak (the
+// block's first convolution's backward).
+variable_list BackwardFrom(torch::Tensor out, torch::Tensor grad, const variable_list& wrt) {
+  using torch::autograd::Edge;
+  TORCH_CHECK(out.requires_grad(), "a checkpointed unit's output needs a gradient");
+  // The seed is the feed's input: a scalar, so that the engine has a defined one to check.
+  const torch::Tensor seed = torch::zeros({}, grad.options());
+  auto feed = std::make_shared<GradientFeed>(std::move(grad),
+                                             torch::autograd::impl::gradient_edge(out), seed);
+  out = torch::Tensor();
+  torch::autograd::edge_list outputs;
+  for (const torch::Tensor& t : wrt) {
+    std::shared_ptr<torch::autograd::Node> fn = t.grad_fn();
+    if (!fn) fn = torch::autograd::impl::try_get_grad_accumulator(t);
+    if (!fn) {
+      outputs.emplace_back(std::make_shared<torch::autograd::Identity>(), 0);  // unreachable
+    } else {
+      outputs.emplace_back(std::move(fn), t.output_nr());
+    }
+  }
+  torch::autograd::edge_list roots{Edge(std::move(feed), 0)};
+  return torch::autograd::Engine::get_default_engine().execute(roots, {seed}, /*keep_graph=*/false,
+                                                               /*create_graph=*/false,
+                                                               /*accumulate_grad=*/false, outputs);
+}
+
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
   // The parameters are inputs too, so that the output needs a gradient even
   // where no input does (the first level's image) and their gradients come
@@ -63,7 +112,9 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     return out;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+  // `grad_out` by reference: the gradient entering the unit moves out of the
+  // list autograd passes (BackwardFrom).
+  static variable_list backward(AutogradContext* ctx, variable_list& grad_out) {
     auto call = c10::static_intrusive_pointer_cast<LevelCall>(ctx->saved_data["call"].toCapsule());
     std::vector<torch::Tensor> kept =
         call->offload ? call->offload->Fetch(call->parked) : ctx->get_saved_variables();
@@ -98,9 +149,7 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     }
     const size_t input_grads = wrt.size();
     wrt.insert(wrt.end(), params.begin(), params.end());
-    const variable_list g = torch::autograd::grad({out}, wrt, {grad_out[0]},
-                                                  /*retain_graph=*/false, /*create_graph=*/false,
-                                                  /*allow_unused=*/true);
+    const variable_list g = BackwardFrom(std::move(out), std::move(grad_out[0]), wrt);
     variable_list grads{torch::Tensor()};  // none for `call`
     size_t k = 0;
     for (const torch::Tensor& t : in) grads.push_back(t.requires_grad() ? g[k++] : torch::Tensor());
