@@ -22,12 +22,28 @@ int64_t Product(const std::vector<int>& v) {
 
 // Ends a block that began when the level held `start` activation elements:
 // `input` is what checkpointing the block keeps of it (its input), `held`
-// what its rebuild holds besides the activations counted since `start`: the
-// inputs its graph saves (an input nothing saves is let go once the block is
-// rebuilt: level_checkpoint.h) and the gradient entering it.
-void EndBlock(int64_t start, int64_t input, int64_t held, StageCounts* s) {
+// what its rebuild holds besides the activations counted since `start` (the
+// inputs its graph saves: an input nothing saves is let go once the block is
+// rebuilt, level_checkpoint.h), `out` its output, whose gradient enters it.
+// Its backward begins holding all of that and the gradient, and its last
+// operation makes one more gradient of the output's size.
+void EndBlock(int64_t start, int64_t input, int64_t held, int64_t out, StageCounts* s) {
   s->block_checkpoint_elements += input;
-  s->largest_block = std::max(s->largest_block, s->activation_elements - start + held);
+  const int64_t block = s->activation_elements - start + held + out;
+  s->largest_block = std::max(s->largest_block, block);
+  s->largest_backward = std::max(s->largest_backward, block + out);
+}
+
+// A convolution's backward inside a block, `in` -> `out` elements: its saved
+// input, the gradients of its output and of its input, the kernel's copies of
+// its input and its output's gradient for the weight gradient (oneDNN's
+// blocked layout on AVX-512 CPUs; cuDNN's workspace on a GPU), and `held`,
+// what the block's earlier operations still save then. Everything the
+// block's later operations saved is gone by then: autograd frees each node's
+// saved tensors as it runs, and nothing else holds the rebuilt block's
+// (level_checkpoint.h).
+void ConvBackward(int64_t in, int64_t out, int64_t held, StageCounts* s) {
+  s->largest_backward = std::max(s->largest_backward, held + 3 * in + 2 * out);
 }
 
 // A level's checkpoint (its inputs) and its whole working set; a level that
@@ -53,10 +69,12 @@ void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, Sta
   if (c.model.norm == "batch") s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
   int64_t start = s->activation_elements;
   s->activation_elements += in * voxels + 2 * out * voxels;
-  EndBlock(start, kept, held + out * voxels, s);  // and the gradient of its output
+  EndBlock(start, kept, held, out * voxels, s);
+  ConvBackward(in * voxels, out * voxels, held, s);
   start = s->activation_elements;
   s->activation_elements += 2 * out * voxels;
-  EndBlock(start, out * voxels, 2 * out * voxels, s);  // its input, its output's gradient
+  EndBlock(start, out * voxels, out * voxels, out * voxels, s);  // its input
+  ConvBackward(out * voxels, out * voxels, 0, s);
   s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
 }
 
@@ -88,9 +106,9 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
   if (residual) {  // the stem: one conv at full resolution, level 0's first block
     AddNnunetConv(c, in, a.features[0], Product(a.kernel_sizes[0]), a.conv_bias,
                   VoxelsAt(c, StageScale(a, 0)), &levels[0]);
-    EndBlock(level_input[0], level_input[0],
-             level_input[0] + a.features[0] * VoxelsAt(c, StageScale(a, 0)),
-             &levels[0]);  // its input, its output's gradient
+    const int64_t stem_out = a.features[0] * VoxelsAt(c, StageScale(a, 0));
+    EndBlock(level_input[0], level_input[0], level_input[0], stem_out, &levels[0]);  // its input
+    ConvBackward(level_input[0], stem_out, 0, &levels[0]);
     in = a.features[0];
   }
   for (int st = 0; st < a.stages(); ++st) {
@@ -105,14 +123,18 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
       // before's.
       const int64_t kept = b > 0 ? f * v : (residual && st == 0 ? f * v : level_input[st]);
       AddNnunetConv(c, block_in, f, k, a.conv_bias, v, &s);
+      ConvBackward(kept, f * v, 0, &s);  // the first conv takes the block's input
       if (residual) {
         AddNnunetConv(c, f, f, k, a.conv_bias, v, &s);  // conv2
+        // Its backward comes first: the block's input and the first norm's
+        // input are still saved then.
+        ConvBackward(f * v, f * v, kept + f * v, &s);
         const bool strided = b == 0 && Product(a.strides[st]) > 1;
         if (strided) s.activation_elements += block_in * v;                 // the pooled skip
         if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
         s.activation_elements += f * v;  // the sum, which the nonlin overwrites
       }
-      EndBlock(start, kept, kept + f * v, &s);  // its input, its output's gradient
+      EndBlock(start, kept, kept, f * v, &s);  // its input
     }
     EndLevel(level_input[static_cast<size_t>(st)], &s);
     in = f;
@@ -143,7 +165,8 @@ std::vector<StageCounts> NnunetDecoderLevels(const Config& c) {
       // upsampling saves it), the concatenation on, and its output's gradient.
       const int64_t start = b == 0 ? concatenated : s.activation_elements;
       AddNnunetConv(c, b == 0 ? 2 * f : f, f, Product(a.kernel_sizes[i]), a.conv_bias, v, &s);
-      EndBlock(start, b == 0 ? input : f * v, (b == 0 ? below_elements : f * v) + f * v, &s);
+      EndBlock(start, b == 0 ? input : f * v, b == 0 ? below_elements : f * v, f * v, &s);
+      ConvBackward(b == 0 ? 2 * f * v : f * v, f * v, b == 0 ? below_elements : 0, &s);
     }
     EndLevel(input, &s);
     s.parameters += f * c.model.num_classes + c.model.num_classes;        // seg layer (all exist)
@@ -223,6 +246,7 @@ void StageCounts::Merge(const StageCounts& o) {
   block_checkpoint_elements += o.block_checkpoint_elements;
   largest_level = std::max(largest_level, o.largest_level);
   largest_block = std::max(largest_block, o.largest_block);
+  largest_backward = std::max(largest_backward, o.largest_backward);
 }
 
 std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
@@ -283,8 +307,12 @@ int64_t FloorBytes(const Config& c) {
   int64_t floor = 0;
   for (const std::vector<StageCounts>& half : {EncoderLevelCounts(c), DecoderLevelCounts(c)}) {
     for (const StageCounts& l : half) {
-      const int64_t unit = blocks ? l.largest_block : l.largest_level;
-      floor = std::max(floor, unit + 2 * l.largest_tensor);
+      // A level without blocks (or a kind that shows none): its working set
+      // and a workspace of twice its largest tensor.
+      const int64_t unit = blocks && l.largest_backward > 0
+                               ? l.largest_backward
+                               : l.largest_level + 2 * l.largest_tensor;
+      floor = std::max(floor, unit);
     }
   }
   return floor * BytesPerActivation(c);

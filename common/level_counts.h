@@ -34,6 +34,11 @@ struct StageCounts {
   int64_t block_checkpoint_elements = 0;
   int64_t largest_level = 0;
   int64_t largest_block = 0;
+  // The most a block's backward holds at once, per sample: at its start
+  // (what its graph saved, the gradient entering it and the one its last
+  // operation makes) or in a convolution's backward (ConvBackward in
+  // level_counts.cpp). 0 where no block was counted.
+  int64_t largest_backward = 0;
   // Adds `o`'s counts to these (the largest tensor, level and block are the
   // larger of the two).
   void Merge(const StageCounts& o);
@@ -60,10 +65,13 @@ int64_t TurnStateBytes(const StageCounts& counts);
 // Bytes per activation element: 4 in fp32, 2 under bf16 or fp16 autocast.
 int BytesPerActivation(const Config& config);
 
-// The floor of any way that keeps units whole: the largest unit's (block's
-// where the kind has blocks, else level's) forward-and-backward working set
-// for one sample, its activations and a workspace of twice its largest
-// tensor, in bytes.
+// The floor of any way that keeps units whole, in bytes: the most the
+// largest unit's forward and backward hold at once for one sample. For a
+// kind with blocks, the largest block's backward (largest_backward: the
+// moment its widest convolution's backward holds that convolution's input,
+// both gradients and the kernel's copies for the weight gradient); for a
+// kind without, the largest level's activations and a workspace of twice its
+// largest tensor.
 int64_t FloorBytes(const Config& config);
 
 // Voxels of a tensor at per-axis downsampling `scale` of data.size, and at

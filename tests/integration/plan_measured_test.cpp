@@ -67,6 +67,7 @@ void PlanMatchesRuns(const std::string& config, const std::vector<std::string>& 
   plan_args.insert(plan_args.end(), sets.begin(), sets.end());
   const CommandResult plan = RunCommand(plan_args);
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const long long floor = std::stoll(JsonField(plan.output, "floor_bytes"));
   int n = 0;
   for (const Way& way : Ways()) {
     const std::string row = Row(plan.output, way.row);
@@ -84,6 +85,9 @@ void PlanMatchesRuns(const std::string& config, const std::vector<std::string>& 
         std::stoll(JsonField(row, "tensor_bytes")),
         std::stoll(JsonField(JsonField(summary, "peak_device_tensor_bytes"), "cpu")),
         way.row + ", the device");
+    // The floor bounds every way from below: no real run holds less.
+    EXPECT_LE(floor, std::stoll(JsonField(JsonField(summary, "peak_device_tensor_bytes"), "cpu")))
+        << way.row;
     if (way.row.rfind("pipeline", 0) == 0) {
       const std::string stages = JsonField(row, "stage_tensor_bytes");
       const std::string peaks = JsonField(summary, "peak_tensor_bytes");
