@@ -9,6 +9,7 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
 #include <optional>
@@ -54,6 +55,20 @@ class AutocastScope {
 
  private:
   std::optional<AutocastSetting> setting_;
+};
+
+// CPU autocast runs a few ops in fp32 that CUDA's runs in their input's
+// dtype, max_pool3d among them: on the CPU's emulated device a 3-D U-Net then
+// keeps an fp32 copy of every pooled level's input for the backward, which no
+// card holds. Within this scope an op runs in its inputs' dtype, as on CUDA.
+// Exact for max pooling: a max is one of its inputs, and its gradient goes
+// to one of them.
+class InputDtypeScope {
+ public:
+  InputDtypeScope() : no_cpu_autocast_(c10::DispatchKey::AutocastCPU) {}
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard no_cpu_autocast_;
 };
 
 // Backward from `loss` multiplied by the loss scale (exactly loss.backward()

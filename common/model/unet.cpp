@@ -5,6 +5,7 @@
 #include "common/model/bundle_unet.h"
 #include "common/model/level_checkpoint.h"
 #include "common/model/nnunet_unet.h"
+#include "common/model/precision.h"
 #include "common/pipeline_layout.h"
 
 #include <algorithm>
@@ -161,6 +162,7 @@ void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
   const int dims = c.dims;
   int in = c.in_channels;
   auto pool = [dims](const torch::Tensor& x) {
+    InputDtypeScope as_on_cuda;  // CPU autocast would pool 3-D in fp32
     return dims == 2 ? torch::max_pool2d(x, 2) : torch::max_pool3d(x, 2);
   };
   auto add = [&](const std::string& name, int out, bool pooled) {

@@ -99,6 +99,8 @@ std::string List(const std::vector<int>& v) {
 
 }  // namespace
 
+bool ProbesOnOneThread(const Config& config) { return config.train.precision == "bf16"; }
+
 std::vector<std::vector<int>> ProbePatches(const Config& config, int64_t max_voxels) {
   // Halving the largest axis that can shrink (down to a multiple of the
   // bottleneck's downsampling on it, at least twice that so the bottleneck
@@ -182,6 +184,7 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
       sets.insert(sets.end(), way.sets.begin(), way.sets.end());
       sets.insert(sets.end(), {"train.steps=2", "train.warmup_steps=0", "checkpoint.every=0",
                                "train.memory_budget=null", "data.size=[" + List(patches[i]) + "]"});
+      if (ProbesOnOneThread(config)) sets.push_back("train.threads=1");
       for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
       ChildOptions options;
       options.name = "plan probe";

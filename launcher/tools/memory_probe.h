@@ -41,6 +41,15 @@ struct ProbedBytes {
 
 inline constexpr int64_t kProbeVoxels = 1 << 18;  // 64^3, 512^2
 
+// Whether the probes run on one thread (train.threads=1): at bf16, where
+// oneDNN's convolution backward takes scratch on the CPU for each thread, in
+// proportion to the patch (brats16g at 48x48x96: 687 MB at 1 thread, 730 at
+// 2, 865 at 8), which no card holds. Other precisions probe at the config's
+// threads, as the real runs plan is checked against do (brats16g's fp32
+// bytes are the same at 1 and 8 threads; fp16's too, on LibTorch's own slow
+// CPU convolution).
+bool ProbesOnOneThread(const Config& config);
+
 // The two probe patches for `config`, smaller first (each axis a multiple of
 // 2^levels and at least twice that).
 std::vector<std::vector<int>> ProbePatches(const Config& config, int64_t max_voxels);

@@ -232,6 +232,10 @@ int PlanCommand(int argc, char** argv) {
         "context <= budget\n",
         PatchText(ProbePatches(config, probe_voxels)[0]).c_str(),
         PatchText(ProbePatches(config, probe_voxels)[1]).c_str());
+    if (ProbesOnOneThread(config))
+      std::printf(
+          "  the runs use one CPU thread: in bf16, oneDNN's convolutions take scratch for each "
+          "thread, which no card holds\n");
     for (const PlanRow& r : rows) {
       if (r.stage_tensor_bytes.empty()) continue;
       std::string stages;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/model/digest.h"
+#include "common/model/precision.h"
 
 #include <map>
 #include <set>
@@ -98,6 +99,42 @@ TEST(UNet, NormChoicesBuild) {
               (std::vector<int64_t>{2, 3, 8, 8}))
         << norm;
   }
+}
+
+// Under bf16 autocast on the CPU, LibTorch runs max_pool3d in fp32, CUDA's
+// autocast in its input's dtype. The encoder pools as on CUDA, so the CPU's
+// emulated device holds no fp32 copy of a pooled level's input that a card
+// would not: no cast sits between a pool and the level that fed it.
+TEST_P(UNetDims, PoolsInTheInputsDtypeUnderAutocastAsOnCuda) {
+  const int dims = GetParam();
+  UNetEncoder enc(Tiny(dims), EncoderInitSeed(3));
+  TrainConfig train;
+  train.precision = "bf16";
+  torch::Tensor x = torch::randn(InputShape(dims, 1, 16));  // (1, 4, 16, ...)
+  Boundary b;
+  {
+    AutocastScope autocast(train, torch::kCPU);
+    b = enc->forward(x);
+  }
+  EXPECT_EQ(b.bottleneck.scalar_type(), torch::kBFloat16);
+  int pools = 0;
+  std::vector<torch::autograd::Node*> todo{b.bottleneck.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (!node || !seen.insert(node).second) continue;
+    const bool pool = node->name().find("MaxPool") != std::string::npos;
+    pools += pool;
+    for (const torch::autograd::Edge& e : node->next_edges()) {
+      if (pool && e.function) {
+        EXPECT_EQ(e.function->name().find("ToCopy"), std::string::npos)
+            << node->name() << " takes a cast: " << e.function->name();
+      }
+      todo.push_back(e.function.get());
+    }
+  }
+  EXPECT_EQ(pools, 3) << "one pool in front of each level after the first, and the bottleneck";
 }
 
 }  // namespace
