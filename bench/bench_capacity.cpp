@@ -72,16 +72,21 @@ std::vector<Way> Ways(const Config& c) {
                        [](const Way& w) { return w.name.find("of 1") != std::string::npos; }),
         ways.end());
   }
+  const std::string offload = "train.offload=on";
+  const std::string parked = "pipeline.offload=on";
+  // Parked kept inputs at the config's micro-batches (where those are not
+  // one sample each already, the rows below).
+  if (c.train.micro_batches != c.train.batch_size) {
+    ways.push_back({"single-process, offload", true, {blocks, offload}, true});
+    ways.push_back({"pipeline offload+park", false, {recompute, unit, parked, park}, false});
+  }
   // Finer units and parked kept inputs, at one sample per micro-batch (the
   // least each way can hold): one process's best against the pipeline's.
   const std::vector<Way> finer{
       {"single-process, checkpointing blocks, mb of 1", true, {blocks, mb1}, true},
-      {"single-process, offload, mb of 1", true, {blocks, "train.offload=on", mb1}, true},
+      {"single-process, offload, mb of 1", true, {blocks, offload, mb1}, true},
       {"pipeline recompute blocks+park, mb of 1", false, {recompute, unit, park, mb1}, false},
-      {"pipeline offload+park, mb of 1",
-       false,
-       {recompute, unit, "pipeline.offload=on", park, mb1},
-       false},
+      {"pipeline offload+park, mb of 1", false, {recompute, unit, parked, park, mb1}, false},
   };
   ways.insert(ways.end(), finer.begin(), finer.end());
   return ways;

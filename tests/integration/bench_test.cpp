@@ -274,8 +274,10 @@ TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
     EXPECT_GT(std::stoll(JsonField(one, "probes")), 1) << one;
     params[way] = std::stoll(JsonField(one, "parameters"));
   }
-  ASSERT_EQ(params.size(), 15u) << json;
+  ASSERT_EQ(params.size(), 17u) << json;
   // Parked kept inputs hold less than keeping them, in one process and in turns.
+  EXPECT_GE(params["single-process, offload"], params["single-process, checkpointing"]) << json;
+  EXPECT_GE(params["pipeline offload+park"], params["pipeline recompute+park"]) << json;
   EXPECT_GE(params["single-process, offload, mb of 1"],
             params["single-process, checkpointing blocks, mb of 1"])
       << json;
