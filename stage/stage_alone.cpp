@@ -18,6 +18,7 @@
 #include "common/model/device_memory.h"
 #include "common/model/level_timing.h"
 #include "common/model/out_of_memory.h"
+#include "common/model/stage_optimizer.h"
 #include "common/model/tensor_accounting.h"
 #include "common/model/tensor_diff.h"
 #include "common/model/tensor_file.h"
@@ -106,15 +107,19 @@ class ComparingSender : public TensorSender {
 // Random tensors shaped like the boundary, for --standalone.
 class SyntheticReceiver : public TensorReceiver {
  public:
-  SyntheticReceiver(BoundarySpec spec, int micro_batches, Direction direction)
-      : spec_(std::move(spec)), micro_batches_(micro_batches), direction_(direction) {}
+  SyntheticReceiver(BoundarySpec spec, int micro_batches, Direction direction,
+                    torch::ScalarType dtype)
+      : spec_(std::move(spec)),
+        micro_batches_(micro_batches),
+        direction_(direction),
+        dtype_(dtype) {}
   TensorMessage Receive(Deadline) override {
     TensorMessage m;
     m.meta = {static_cast<uint64_t>(count_ / micro_batches_),
               static_cast<uint32_t>(count_ % micro_batches_), direction_};
     ++count_;
-    for (size_t i = 0; i < spec_.names.size(); ++i)
-      m.tensors.push_back({spec_.names[i], torch::randn(spec_.shapes[i])});  // boundary shape
+    for (size_t i = 0; i < spec_.names.size(); ++i)  // boundary shape, autocast's dtype
+      m.tensors.push_back({spec_.names[i], torch::randn(spec_.shapes[i], dtype_)});
     return m;
   }
   void Release(const TensorMessage&) override {}
@@ -123,6 +128,7 @@ class SyntheticReceiver : public TensorReceiver {
   BoundarySpec spec_;
   int micro_batches_;
   Direction direction_;
+  torch::ScalarType dtype_;
   int64_t count_ = 0;
 };
 
@@ -249,7 +255,11 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
   struct StopCharging {
     ~StopCharging() { UseDeviceBudget(nullptr); }
   } stop_charging;
-  // Every neighbour's messages are random tensors of the layout's shapes.
+  // Every neighbour's messages are random tensors of the layout's shapes, in
+  // the dtype the boundary carries (autocast's output under bf16 or fp16).
+  const torch::ScalarType dtype = t.precision == "bf16"   ? torch::kBFloat16
+                                  : t.precision == "fp16" ? torch::kHalf
+                                                          : torch::kFloat32;
   std::vector<std::unique_ptr<SyntheticReceiver>> receivers;
   DiscardingSender sender;
   for (size_t c = 0; c < ctx.layout.channels.size(); ++c) {
@@ -261,16 +271,21 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
       shapes.shapes.push_back(w.shape);
     }
     receivers.push_back(std::make_unique<SyntheticReceiver>(
-        shapes, t.micro_batches, ch.to == ctx.stage ? Direction::kForward : Direction::kBackward));
+        shapes, t.micro_batches, ch.to == ctx.stage ? Direction::kForward : Direction::kBackward,
+        dtype));
     ctx.channels.push_back({static_cast<int>(c), &sender, receivers.back().get()});
   }
   const bool last = ctx.stage == ctx.layout.size() - 1;
   double total_s = 0;
   try {
     std::unique_ptr<StageWorker> worker = factory(ctx);
+    // A step that needs every stage's gradient norms (clipping, fp16) gets
+    // zeros for the other half's: the stage puts in its own.
+    std::vector<float> norms;
+    if (NeedsGlobalNorms(t)) norms.assign(static_cast<size_t>(worker->HalfParameters()), 0.f);
     for (int64_t step = 0; step < steps; ++step) {
       const auto start = std::chrono::steady_clock::now();
-      for (const TurnRequest& turn : StepTurns(last, step, t.micro_batches, {}))
+      for (const TurnRequest& turn : StepTurns(last, step, t.micro_batches, norms))
         worker->RunTurn(turn);
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

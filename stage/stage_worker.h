@@ -35,6 +35,9 @@ class StageWorker {
   virtual std::string BoundarySignature() const = 0;
   // Where each of its parameters stands in its whole half's order (Hello).
   virtual std::vector<int32_t> ParameterPositions() const { return {}; }
+  // How many parameters its whole half has (the length of the gradient-norm
+  // list a step takes when it needs every stage's norms); 0 if it trains none.
+  virtual int HalfParameters() const { return 0; }
   // Runs the turn's actions in order; the stage holds its device meanwhile.
   virtual ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) = 0;
   // Writes the stage file (weights, buffers, optimizer state, step, RNG).

@@ -30,6 +30,7 @@ class TrainingStage : public StageWorker {
  public:
   std::string BoundarySignature() const override;
   std::vector<int32_t> ParameterPositions() const override { return positions_; }
+  int HalfParameters() const override { return half_parameters_; }
   // Resets per-step state when a new step begins, unparks for the turn, runs
   // the actions in order (S here, the rest through RunAction), parks again.
   ipc::TurnReport RunTurn(const ipc::TurnRequest& turn) final;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -202,6 +203,34 @@ TEST(Debug, StandaloneStagesTimeTheirSteps) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("standalone step 2:"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("standalone: peak tensor bytes"), std::string::npos) << r.output;
+  }
+}
+
+// A stage alone holds what it holds in a run: its neighbours' tensors come in
+// the dtype the boundary carries (bf16 here), and a step that needs every
+// stage's gradient norms (clipping) takes zeros for the other half's.
+TEST(Debug, StandaloneStageHoldsWhatItHoldsInARun) {
+  TempDir dir;
+  const std::vector<std::string> sets{
+      "--set", "train.steps=2", "--set", "train.precision=bf16", "--set", "train.grad_clip=1.0"};
+  std::vector<std::string> args{BinPath("unet-pipeline"),        "train", "-q",       "--config",
+                                SourcePath("configs/tiny.yaml"), "--out", dir / "run"};
+  args.insert(args.end(), sets.begin(), sets.end());
+  const CommandResult run = RunCommand(args, 120);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string peaks = JsonField(Slurp(dir / "run/summary.json"), "peak_tensor_bytes");
+  for (const char* stage : {"encoder", "decoder"}) {
+    std::vector<std::string> alone{
+        BinPath(std::string(stage) + "_proc"), "--standalone", "--config",
+        SourcePath("configs/tiny.yaml"),       "--steps",      "2"};
+    alone.insert(alone.end(), sets.begin(), sets.end());
+    const CommandResult r = RunCommand(alone, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    char expect[64];
+    std::snprintf(expect, sizeof expect, "peak tensor bytes %.1f MiB",
+                  std::stoll(JsonField(peaks, stage)) / 1048576.0);
+    EXPECT_NE(r.output.find(expect), std::string::npos) << expect << " in a run; alone:\n"
+                                                        << r.output;
   }
 }
 
