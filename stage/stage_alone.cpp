@@ -18,6 +18,7 @@
 #include "common/model/device_memory.h"
 #include "common/model/level_timing.h"
 #include "common/model/out_of_memory.h"
+#include "common/model/precision.h"
 #include "common/model/stage_optimizer.h"
 #include "common/model/tensor_accounting.h"
 #include "common/model/tensor_diff.h"
@@ -257,9 +258,7 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
   } stop_charging;
   // Every neighbour's messages are random tensors of the layout's shapes, in
   // the dtype the boundary carries (autocast's output under bf16 or fp16).
-  const torch::ScalarType dtype = t.precision == "bf16"   ? torch::kBFloat16
-                                  : t.precision == "fp16" ? torch::kHalf
-                                                          : torch::kFloat32;
+  const torch::ScalarType dtype = ForwardDtype(t);
   std::vector<std::unique_ptr<SyntheticReceiver>> receivers;
   DiscardingSender sender;
   for (size_t c = 0; c < ctx.layout.channels.size(); ++c) {

@@ -43,14 +43,21 @@ class AutocastSetting {
   at::ScalarType was_dtype_;
 };
 
+// The dtype `train.precision` computes the forward in: autocast's (bf16,
+// fp16), or fp32 without it. Boundary tensors travel in it.
+inline at::ScalarType ForwardDtype(const TrainConfig& train) {
+  if (train.precision == "bf16") return at::kBFloat16;
+  if (train.precision == "fp16") return at::kHalf;
+  return at::kFloat;
+}
+
 // The trainers' forward scope: autocast as `train.precision` asks (nothing
 // for fp32).
 class AutocastScope {
  public:
   AutocastScope(const TrainConfig& train, const torch::Device& device) {
-    if (train.precision == "bf16" || train.precision == "fp16") {
-      setting_.emplace(device.type(), true, train.precision == "fp16" ? at::kHalf : at::kBFloat16);
-    }
+    const at::ScalarType dtype = ForwardDtype(train);
+    if (dtype != at::kFloat) setting_.emplace(device.type(), true, dtype);
   }
 
  private:
