@@ -10,13 +10,14 @@
 // says which CPU and LibTorch recorded them, and on another the test skips
 // with that reason (re-record on a known-good commit with
 // UP_RECORD_DIGESTS=1, which rewrites the digest column and the machine line).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <sstream>
 
 #include "tests/support/command.h"
@@ -31,7 +32,7 @@ const char* kFile = "tests/data/digests.tsv";
 struct DigestCase {
   std::string name;
   std::string digest;
-  std::string needs;                          // "-", "bundle" or "nnunet_data"
+  std::string needs;                           // "-", "bundle" or "nnunet_data"
   std::vector<std::vector<std::string>> runs;  // launcher argument lists, in order
 };
 
@@ -88,7 +89,8 @@ std::string ThisMachine() {
 
 std::string Substitute(std::string word, const std::map<std::string, std::string>& vars) {
   for (const auto& [key, value] : vars) {
-    for (size_t at; (at = word.find(key)) != std::string::npos;) word.replace(at, key.size(), value);
+    for (size_t at; (at = word.find(key)) != std::string::npos;)
+      word.replace(at, key.size(), value);
   }
   return word;
 }
@@ -120,9 +122,12 @@ bool Bundle(const TempDir& dir, std::string* why) {
   return r.exit_code == 0;
 }
 
+// Rewrites `name`'s digest and the machine line; ctest runs the cases in
+// parallel processes, so each rewrite holds an exclusive lock on the file.
 void RecordDigest(const std::string& name, const std::string& digest) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  const int fd = open(SourcePath(kFile).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << kFile;
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
   std::ifstream in(SourcePath(kFile));
   std::ostringstream out;
   for (std::string line; std::getline(in, line);) {
@@ -135,6 +140,7 @@ void RecordDigest(const std::string& name, const std::string& digest) {
     out << line << "\n";
   }
   std::ofstream(SourcePath(kFile)) << out.str();
+  close(fd);  // and the lock with it
 }
 
 class Digests : public ::testing::TestWithParam<std::string> {};
@@ -153,8 +159,12 @@ TEST_P(Digests, EqualTheRecordedRun) {
                     "UP_RECORD_DIGESTS=1)";
   TempDir dir;
   std::string why;
-  if (c->needs == "bundle") ASSERT_TRUE(Bundle(dir, &why)) << why;
-  if (c->needs == "nnunet_data") ASSERT_TRUE(NnunetData(dir, &why)) << why;
+  if (c->needs == "bundle") {
+    ASSERT_TRUE(Bundle(dir, &why)) << why;
+  }
+  if (c->needs == "nnunet_data") {
+    ASSERT_TRUE(NnunetData(dir, &why)) << why;
+  }
   const std::map<std::string, std::string> vars{
       {"{src}", SourcePath("")}, {"{dir}", dir.path()}, {"{run}", dir / "run"}};
   for (const std::vector<std::string>& words : c->runs) {
