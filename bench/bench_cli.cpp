@@ -16,9 +16,9 @@
 #include "bench/bench_stages.h"
 #include "bench/bench_step.h"
 #include "bench/bench_transport.h"
-#include "common/command_line.h"
-#include "common/config.h"
-#include "common/errors.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/config/config_file.h"
 
 namespace up {
 namespace {

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "bench/bench_util.h"
-#include "common/json_writer.h"
+#include "common/base/json_writer.h"
 
 namespace up::bench {
 namespace {

@@ -12,9 +12,9 @@
 #include "bench/bench_machine.h"
 #include "bench/bench_trainer.h"
 #include "bench/bench_util.h"
-#include "common/config.h"
-#include "common/errors.h"
-#include "common/json_writer.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
+#include "common/config/config_file.h"
 #include "common/model/unet.h"
 #include "ipc/shm_ring.h"
 

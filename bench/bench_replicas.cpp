@@ -10,13 +10,13 @@
 #include "bench/bench_trainer.h"
 #include "bench/bench_util.h"
 #include "bench/trace_breakdown.h"
-#include "common/config.h"
-#include "common/errors.h"
-#include "common/json_writer.h"
-#include "common/level_counts.h"
-#include "common/logging.h"
-#include "common/pipeline_layout.h"
-#include "common/trace.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
+#include "common/base/logging.h"
+#include "common/base/trace.h"
+#include "common/config/config_file.h"
+#include "common/layout/level_counts.h"
+#include "common/layout/pipeline_layout.h"
 
 namespace up::bench {
 namespace {

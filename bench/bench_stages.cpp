@@ -9,10 +9,10 @@
 #include "bench/bench_trainer.h"
 #include "bench/bench_util.h"
 #include "bench/trace_breakdown.h"
-#include "common/config.h"
-#include "common/errors.h"
-#include "common/json_writer.h"
-#include "common/model/stage_optimizer.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
+#include "common/config/config_file.h"
+#include "common/training/stage_optimizer.h"
 #include "launcher/chain_schedule.h"
 
 namespace up::bench {

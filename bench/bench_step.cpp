@@ -13,11 +13,11 @@
 #include "bench/bench_machine.h"
 #include "bench/bench_trainer.h"
 #include "bench/bench_util.h"
-#include "common/byte_size.h"
-#include "common/config.h"
-#include "common/errors.h"
-#include "common/json_writer.h"
-#include "common/model/device_memory.h"
+#include "common/base/byte_size.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
+#include "common/config/config_file.h"
+#include "common/device/device_memory.h"
 #include "launcher/device_lock.h"
 
 namespace up::bench {

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "bench/bench_util.h"
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 extern char** environ;
 

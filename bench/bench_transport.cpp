@@ -24,8 +24,8 @@
 
 #include "bench/bench_machine.h"
 #include "bench/bench_util.h"
-#include "common/errors.h"
-#include "common/json_writer.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
 
 namespace up::bench {
 namespace {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/errors.h"
-#include "common/json_writer.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
 
 namespace up::bench {
 

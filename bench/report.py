@@ -228,7 +228,7 @@ def step_section(s, title):
                 return ""
             return f", peak RSS {mib(a['peak_rss_bytes'])} MiB against {mib(b['peak_rss_bytes'])} MiB"
         out.append(
-            "The CPU allocator (`common/model/tensor_accounting.h`, installed by every process) "
+            "The CPU allocator (`common/device/tensor_accounting.h`, installed by every process) "
             "keeps freed tensor blocks in the process instead of handing them back to the kernel "
             "each step (glibc's mmap and trim thresholds raised, as "
             "`GLIBC_TUNABLES=glibc.malloc.mmap_threshold=...:trim_threshold=...` would). The "
@@ -354,7 +354,7 @@ def memory_section(m, mb1, rec=None):
         out += [
             "",
             "Peak tensor bytes, measured by each process's counting CPU allocator "
-            "(`common/model/tensor_accounting.h`: every tensor's storage, no runtime, no rings; "
+            "(`common/device/tensor_accounting.h`: every tensor's storage, no runtime, no rings; "
             "on CUDA the caching allocator's statistics), from the same runs:",
             "",
             "| process | peak tensor bytes (MiB) | x single-process |",

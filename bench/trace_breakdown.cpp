@@ -1,5 +1,5 @@
 // See trace_breakdown.h. Reads only complete ("ph":"X") events and only the
-// fields it needs, each event on its own line as common/trace.cpp writes them.
+// fields it needs, each event on its own line as common/base/trace.cpp writes them.
 #include "bench/trace_breakdown.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::bench {
 namespace {

@@ -1,5 +1,5 @@
 // Where a pipeline step's time goes, read from a run's Chrome trace
-// (`train --trace FILE`; common/trace.h writes one event per line). For the
+// (`train --trace FILE`; common/base/trace.h writes one event per line). For the
 // steps after `warmup`, per step on average:
 //   turn_ms      the launcher's "turn held" spans: from sending a stage its
 //                Turn to its TurnDone (with the lock on, turns do not overlap)

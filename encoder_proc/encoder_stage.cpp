@@ -4,7 +4,7 @@
 #include "encoder_proc/encoder_main.h"
 #include "stage/stage_worker.h"
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

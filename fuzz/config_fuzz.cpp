@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/config.h"
-#include "common/errors.h"
+#include "common/base/errors.h"
+#include "common/config/config_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

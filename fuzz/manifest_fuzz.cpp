@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/checkpoint_manifest.h"
-#include "common/errors.h"
+#include "common/base/errors.h"
+#include "common/run/checkpoint_manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

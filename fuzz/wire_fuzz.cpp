@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/control_channel.h"
 #include "ipc/control_protocol.h"
 

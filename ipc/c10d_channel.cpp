@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/ring_format.h"
 #include "ipc/wire.h"
 

@@ -1,6 +1,6 @@
 // A build without NCCL (LibTorch without CUDA, or no nccl.h): asking for the
 // nccl transport is one clear error.
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/c10d_channel.h"
 
 namespace up::ipc {

@@ -2,7 +2,7 @@
 // backend orders its additions: every rank gets, for each element,
 // ((x_0 + x_1) + x_2) + ... in rank order, the same bits whatever the ring or
 // tree the backend would have used. Single-process training sums the
-// replicas' gradients in the same order (common/model/replica_gradients.h), so
+// replicas' gradients in the same order (common/training/replica_gradients.h), so
 // the two agree bit for bit.
 //
 // How: the flat tensor (padded to a multiple of the group's size) is cut into

@@ -24,7 +24,7 @@
 #include <system_error>
 #include <thread>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/ipv4_address.h"
 
 namespace up::ipc {

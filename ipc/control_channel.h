@@ -1,8 +1,11 @@
-// ControlChannel: framed control messages over a Unix-domain stream socket,
-// between the launcher and each stage process (and between the stages).
+// ControlChannel: framed control messages over a Unix-domain stream socket
+// (on one machine) or TCP (across machines), between the launcher and each
+// stage process, between the stages, and between the launchers of a
+// multi-node run.
 //
 // A frame is u32 kControlMagic, u32 type, u64 payload length, then the
-// payload (host byte order; both ends are on one machine). A length above
+// payload (little-endian, the host byte order of every machine the project
+// builds on: wire.h). A length above
 // kMaxControlPayload from the peer is rejected before anything is allocated.
 // A peer that closes or dies makes Receive/Send throw PeerGoneError, never
 // hang: sockets close when their process dies, so liveness needs no lock.

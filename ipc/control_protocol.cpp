@@ -4,8 +4,8 @@
 #include <climits>
 #include <fstream>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
 #include "ipc/wire.h"
 
 namespace up::ipc {

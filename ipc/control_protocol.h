@@ -59,7 +59,7 @@ enum class Op : uint32_t {
   kStep = 4,             // clip (global norm) and step the optimizer
   // Validation, between steps, changing no training state: the action's
   // micro_batch is the index of a batch of the validation plan
-  // (common/window_grid.h ValidationPlan).
+  // (common/layout/window_grid.h ValidationPlan).
   kValForward = 5,  // a stage but the last: forward the batch's windows without a graph, send
   kValPredict = 6,  // the last stage: receive, forward, blend; after a case's last batch, count
 };

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <thread>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/shm_segment.h"
 
 namespace up::ipc {

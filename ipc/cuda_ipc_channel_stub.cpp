@@ -1,5 +1,5 @@
 // cuda_ipc_channel.h for LibTorch builds without CUDA: one clear error.
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/cuda_ipc_channel.h"
 
 namespace up::ipc {

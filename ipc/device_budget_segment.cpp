@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 

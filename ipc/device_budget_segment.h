@@ -1,4 +1,4 @@
-// A device's shared tensor-byte total (common/device_budget.h) in a named
+// A device's shared tensor-byte total (common/device/device_budget.h) in a named
 // shared-memory segment: the launcher creates one for the CPU device its
 // stages share, each stage maps it and charges its tensors to it. The creator
 // removes the name when it goes (as every run-named segment, a dead
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/device_budget.h"
+#include "common/device/device_budget.h"
 #include "ipc/shm_segment.h"
 
 namespace up::ipc {

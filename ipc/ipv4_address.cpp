@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 

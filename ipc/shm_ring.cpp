@@ -14,7 +14,7 @@
 #include <new>
 #include <thread>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 namespace {

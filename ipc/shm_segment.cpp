@@ -13,7 +13,7 @@
 #include <boost/interprocess/permissions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 namespace bip = boost::interprocess;

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <utility>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 

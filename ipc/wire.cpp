@@ -6,7 +6,11 @@
 #include <limits>
 #include <utility>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
+
+// Scalars travel in host byte order (wire.h): both ends must share it.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire format is little-endian: build on a little-endian machine");
 
 namespace up::ipc {
 

@@ -1,6 +1,7 @@
-// Wire: a tiny binary codec for control messages between the launcher, the
-// encoder and the decoder (all on one machine, so values are stored in host
-// byte order, which is little-endian on every machine we run on).
+// Wire: a tiny binary codec for control messages between the launcher and
+// the stages, on one machine or across machines (TCP). Values are stored in
+// host byte order, and the project builds only where that is little-endian
+// (a static_assert in wire.cpp), so both ends of any link agree.
 //
 // WireWriter appends fixed-size scalars, length-prefixed strings (u32 length)
 // and count-prefixed vectors (u64 count) to a byte string it owns. WireReader

@@ -3,12 +3,13 @@
 
 #include <filesystem>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/logging.h"
-#include "common/pipeline_layout.h"
-#include "common/recording_format.h"
-#include "common/trace.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/base/logging.h"
+#include "common/base/trace.h"
+#include "common/config/config_file.h"
+#include "common/layout/pipeline_layout.h"
+#include "common/run/recording_format.h"
 
 namespace up {
 namespace {

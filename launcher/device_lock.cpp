@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 

@@ -3,8 +3,8 @@
 
 #include <cstdlib>
 
-#include "common/errors.h"
-#include "common/logging.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
 
 namespace up {
 namespace {

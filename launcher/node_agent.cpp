@@ -5,14 +5,15 @@
 #include <filesystem>
 #include <vector>
 
-#include "common/deadline.h"
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/logging.h"
-#include "common/pipeline_layout.h"
-#include "common/sha256.h"
+#include "common/base/child_process.h"
+#include "common/base/deadline.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/base/logging.h"
+#include "common/base/sha256.h"
+#include "common/config/config_file.h"
+#include "common/layout/pipeline_layout.h"
 #include "ipc/control_channel.h"
-#include "launcher/child_process.h"
 #include "launcher/rendezvous.h"
 #include "launcher/stage_binary.h"
 #include "launcher/stale_runs.h"

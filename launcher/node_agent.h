@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "common/config.h"
+#include "common/config/config.h"
 #include "launcher/placement.h"
 
 namespace up {

@@ -7,9 +7,9 @@
 
 #include <optional>
 
-#include "common/config.h"
-#include "common/model/checkpoint.h"
-#include "common/run_dir.h"
+#include "common/config/config.h"
+#include "common/run/run_dir.h"
+#include "common/training/checkpoint.h"
 #include "launcher/debug_outputs.h"
 #include "launcher/placement.h"
 #include "launcher/single_process.h"

@@ -1,7 +1,7 @@
 // See placement.h.
 #include "launcher/placement.h"
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

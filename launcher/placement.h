@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/pipeline_layout.h"
+#include "common/config/config.h"
+#include "common/layout/pipeline_layout.h"
 
 namespace up {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace up {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/ipv4_address.h"
 
 namespace up {

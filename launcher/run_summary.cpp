@@ -1,9 +1,9 @@
 // See run_summary.h.
 #include "launcher/run_summary.h"
 
-#include "common/logging.h"
-#include "common/model/loss_scale.h"
-#include "common/model/stage_optimizer.h"
+#include "common/base/logging.h"
+#include "common/training/loss_scale.h"
+#include "common/training/stage_optimizer.h"
 #include "launcher/progress.h"
 #include "launcher/stop_signal.h"
 

@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/json_writer.h"
-#include "common/run_dir.h"
-#include "common/val_metrics.h"
+#include "common/base/json_writer.h"
+#include "common/config/config.h"
+#include "common/run/run_dir.h"
+#include "common/run/val_metrics.h"
 
 namespace up {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "launcher/chain_schedule.h"
 
 namespace up {

@@ -51,7 +51,7 @@ std::string ValidateSchedule(const std::vector<Phase>& phases, int micro_batches
                              bool global_norms);
 
 // The validation pass after a step, over a plan of `batches` window
-// batches (common/window_grid.h), each crossing the boundary once:
+// batches (common/layout/window_grid.h), each crossing the boundary once:
 //   taking turns:  [E: VF0..VF(k-1)] [D: VP0..VP(k-1)] [E: VFk..] [D: VPk..] ...
 //   overlapped:    [E: VF0..VF(B-1) | D: VP0..VP(B-1)]
 // with k = `per_turn` (the ring's slots: no more boundaries wait at once).

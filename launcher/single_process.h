@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-#include "common/config.h"
-#include "common/model/checkpoint.h"
-#include "common/run_dir.h"
+#include "common/config/config.h"
+#include "common/run/run_dir.h"
+#include "common/training/checkpoint.h"
 #include "launcher/run_summary.h"
 
 namespace up {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/control_channel.h"
 #include "launcher/stale_runs.h"
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/base/child_process.h"
 #include "ipc/control_channel.h"
 #include "ipc/control_protocol.h"
-#include "launcher/child_process.h"
 
 namespace up {
 

@@ -7,13 +7,14 @@
 #include <filesystem>
 #include <sstream>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/json_writer.h"
-#include "common/logging.h"
-#include "common/pipeline_layout.h"
+#include "common/base/child_process.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/base/json_writer.h"
+#include "common/base/logging.h"
+#include "common/config/config_file.h"
+#include "common/layout/pipeline_layout.h"
 #include "ipc/ring_format.h"
-#include "launcher/child_process.h"
 #include "launcher/stage_binary.h"
 
 namespace up {

@@ -2,7 +2,7 @@
 // levels timed on its stages' device by the stage binaries themselves
 // (`encoder_proc --time-levels`, common/model/level_timing.h), then the cuts
 // the config leaves open filled so the parts' times are as even as the
-// levels allow (common/level_times.h). The launcher writes the filled cuts
+// levels allow (common/layout/level_times.h). The launcher writes the filled cuts
 // into the run's config.yaml, so every stage, a resume and the other nodes
 // (which take node 0's cuts at the rendezvous) run the same parts.
 #pragma once
@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "common/config.h"
-#include "common/level_times.h"
+#include "common/config/config.h"
+#include "common/layout/level_times.h"
 
 namespace up {
 

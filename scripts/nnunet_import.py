@@ -5,7 +5,7 @@ reads next are read as nnU-Net reads them).
 
     nnunet_import.py REQUEST.json
 
-The launcher (launcher/nnunet_import.h) writes the request and runs this
+The launcher (common/nnunet/nnunet_import.h) writes the request and runs this
 only when something is missing or stale:
 
     {"data_dir": ".../nnUNetPlans_3d_fullres", "cache": "...unet-pipeline",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a fold's validation/ folder in nnUNet_results as nnUNetTrainer does
 at the end of its training (perform_actual_validation), for a fold that
-unet-pipeline trained and filed there (launcher/tools/nnunet_validation.h):
+unet-pipeline trained and filed there (common/nnunet/nnunet_validation.h):
 nnU-Net's own predictor, loaded from the fold's checkpoint_final.pth,
 predicts each held-out case of the preprocessed dataset (sliding window, step
 0.5, Gaussian weights, mirroring along the checkpoint's axes), nnU-Net's

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Quality gates on the torch-free libraries (up_core, up_ipc, up_launcher_core)
+# Quality gates on the torch-free libraries (common/'s torch-free rooms, up_ipc,
+# up_launcher_core)
 # and their tests, built with clang apart from the main build (no LibTorch, a
 # few minutes):
-#   1. AddressSanitizer + UndefinedBehaviorSanitizer: core_test, ipc_test and
-#      launcher_core_test (child processes, device lock, schedules, placement);
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer: core_test (child
+#      processes too), ipc_test and launcher_core_test (device lock,
+#      schedules, placement);
 #   2. libFuzzer: wire_fuzz, ring_header_fuzz, config_fuzz, manifest_fuzz,
 #      each from the seeds in fuzz/corpus/ with a fixed seed (UP_FUZZ_SEED,
 #      default 1), for at most UP_FUZZ_SECONDS (default 20). A fixed seed and a
@@ -14,6 +16,9 @@
 #      picks a seed) and commit what it finds to fuzz/corpus/ with the fix;
 #   3. ThreadSanitizer: the ring, control-channel, child-process and
 #      device-lock tests.
+#   4. a report (not a gate): the longest production files and functions
+#      (scripts/size_report.py; the aim is files under ~600 lines and
+#      functions under ~150).
 # A finding fails the script; libFuzzer leaves the crashing input in
 # $UP_QUALITY_DIR/fuzz-artifacts/ (reproduce: <target> <file>).
 # Called by scripts/test.sh after the main suite; runs alone too.
@@ -57,8 +62,10 @@ done
 
 step "TSan build"
 cmake -S . -B "$OUT/tsan" "${CLANG[@]}" -DUP_SANITIZE=thread >/dev/null
-cmake --build "$OUT/tsan" -j "$JOBS" --target ipc_test launcher_core_test
+cmake --build "$OUT/tsan" -j "$JOBS" --target ipc_test core_test
 step "TSan ring, control-channel, child-process and device-lock tests"
 (cd "$OUT/tsan" && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j "$JOBS" \
    -R '^((ShmRing|ShmSegment|RunId|ControlChannel|Wire|ChildProcess)Test|ControlTcp|DeviceLocks|ResolveLock)\.')
+step "size report"
+python3 scripts/size_report.py
 step "all quality gates passed"

@@ -1,14 +1,14 @@
 // See part_stage.h.
 #include "stage/part_stage.h"
 
-#include "common/deadline.h"
-#include "common/errors.h"
-#include "common/logging.h"
+#include "common/base/deadline.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
+#include "common/base/test_hooks.h"
+#include "common/base/trace.h"
 #include "common/model/eval_mode.h"
-#include "common/model/part_backward.h"
 #include "common/model/precision.h"
-#include "common/test_hooks.h"
-#include "common/trace.h"
+#include "common/training/part_backward.h"
 
 namespace up::stage {
 

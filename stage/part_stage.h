@@ -1,4 +1,4 @@
-// A pipeline part's actions (common/pipeline_layout.h): what every stage
+// A pipeline part's actions (common/layout/pipeline_layout.h): what every stage
 // does with the tensors that flow through it, whichever half it runs. The
 // encoder and decoder stages (encoder_proc/, decoder_proc/) add only how
 // their half computes its levels (Compute).
@@ -39,10 +39,10 @@
 #include <vector>
 
 #include "common/model/loss.h"
-#include "common/model/part_backward.h"
 #include "common/model/sliding_window.h"
 #include "common/model/unet.h"
-#include "stage/activation_parking.h"
+#include "common/training/activation_parking.h"
+#include "common/training/part_backward.h"
 #include "stage/training_stage.h"
 
 namespace up::stage {

@@ -1,9 +1,9 @@
 // See replica_group.h.
 #include "stage/replica_group.h"
 
-#include "common/errors.h"
-#include "common/logging.h"
-#include "common/trace.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
+#include "common/base/trace.h"
 #include "ipc/c10d_channel.h"
 #include "ipc/c10d_reduce.h"
 

@@ -8,23 +8,24 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/byte_size.h"
-#include "common/command_line.h"
-#include "common/device_budget.h"
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/level_times.h"
-#include "common/logging.h"
-#include "common/model/device_memory.h"
+#include "common/base/byte_size.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/base/logging.h"
+#include "common/config/config_file.h"
+#include "common/device/device_budget.h"
+#include "common/device/device_memory.h"
+#include "common/device/out_of_memory.h"
+#include "common/device/tensor_accounting.h"
+#include "common/layout/level_times.h"
 #include "common/model/level_timing.h"
-#include "common/model/out_of_memory.h"
 #include "common/model/precision.h"
-#include "common/model/stage_optimizer.h"
-#include "common/model/tensor_accounting.h"
 #include "common/model/tensor_diff.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
-#include "common/recording_format.h"
+#include "common/run/recording_format.h"
+#include "common/training/stage_optimizer.h"
 
 namespace up::stage {
 

@@ -22,7 +22,7 @@
 //   <stage>_proc --time-levels FILE --config FILE [--part N] [--set k=v]...
 //     Times every level of the stage's half on part N's device, one
 //     micro-batch forward and backward (common/model/level_timing.h), and
-//     writes them to FILE as one JSON line (common/level_times.h): what the
+//     writes them to FILE as one JSON line (common/layout/level_times.h): what the
 //     launcher cuts by under pipeline.balance: time.
 #pragma once
 

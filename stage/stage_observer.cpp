@@ -3,19 +3,19 @@
 
 #include <algorithm>
 
-#include "common/model/tensor_accounting.h"
+#include "common/device/tensor_accounting.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
-#include "common/errors.h"
-#include "common/json_writer.h"
-#include "common/logging.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
+#include "common/base/logging.h"
+#include "common/base/trace.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
-#include "common/recording_format.h"
-#include "common/trace.h"
+#include "common/run/recording_format.h"
 
 namespace up::stage {
 

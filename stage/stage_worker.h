@@ -20,8 +20,8 @@
 #include <memory>
 #include <string>
 
-#include "common/config.h"
-#include "common/pipeline_layout.h"
+#include "common/config/config.h"
+#include "common/layout/pipeline_layout.h"
 #include "ipc/control_protocol.h"
 #include "ipc/tensor_channel.h"
 #include "stage/replica_group.h"

@@ -3,14 +3,14 @@
 
 #include <chrono>
 
-#include "common/errors.h"
-#include "common/logging.h"
-#include "common/model/checkpoint.h"
-#include "common/model/device_memory.h"
-#include "common/model/tensor_accounting.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
+#include "common/base/test_hooks.h"
+#include "common/base/trace.h"
+#include "common/device/device_memory.h"
+#include "common/device/tensor_accounting.h"
 #include "common/model/unet.h"
-#include "common/test_hooks.h"
-#include "common/trace.h"
+#include "common/training/checkpoint.h"
 
 namespace up::stage {
 namespace {

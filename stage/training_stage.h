@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 #include "common/data/batch_loader.h"
 #include "common/data/dataset.h"
 #include "common/data/validation_split.h"
-#include "common/model/stage_optimizer.h"
-#include "common/model/stage_parking.h"
-#include "common/pipeline_layout.h"
+#include "common/layout/pipeline_layout.h"
+#include "common/training/stage_optimizer.h"
+#include "common/training/stage_parking.h"
 #include "stage/replica_group.h"
 #include "stage/stage_worker.h"
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <iterator>
 
-#include "common/trace.h"
+#include "common/base/trace.h"
 
 namespace up {
 

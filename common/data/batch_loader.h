@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 #include "common/data/dataset.h"
 
 namespace up {

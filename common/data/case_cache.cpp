@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/json_writer.h"
-#include "common/npy_io.h"
-#include "common/sha256.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/base/json_writer.h"
+#include "common/base/sha256.h"
+#include "common/formats/npy_io.h"
 
 namespace up {
 namespace {

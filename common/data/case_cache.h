@@ -29,7 +29,7 @@
 
 #include "common/data/dataset.h"
 #include "common/data/raw_dataset.h"
-#include "common/nifti_io.h"
+#include "common/formats/nifti_io.h"
 
 namespace up {
 

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/base/errors.h"
 #include "common/data/case_cache.h"
 #include "common/data/counter_random.h"
 #include "common/data/nifti_dataset.h"
 #include "common/data/patch_sampler.h"
 #include "common/data/validation_split.h"
-#include "common/errors.h"
-#include "common/png_io.h"
+#include "common/formats/png_io.h"
 
 namespace up {
 namespace {
@@ -206,7 +206,7 @@ std::unique_ptr<Dataset> MakeWholeDataset(const Config& config) {
   if (config.data.kind == "cache") return std::make_unique<CacheDataset>(config.model, config.data);
   if (config.data.kind == "nnunet") {
     // nnU-Net's preprocessed arrays, converted once into data.cache
-    // (launcher/nnunet_import.h) and read from there as any cache.
+    // (common/nnunet/nnunet_import.h) and read from there as any cache.
     DataConfig cached = config.data;
     cached.path = config.data.cache;
     std::error_code ec;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/png_io.h"
+#include "common/config/config.h"
+#include "common/formats/png_io.h"
 
 namespace up {
 

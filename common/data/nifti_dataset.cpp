@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "common/errors.h"
-#include "common/nifti_io.h"
+#include "common/base/errors.h"
+#include "common/formats/nifti_io.h"
 
 namespace up {
 namespace {

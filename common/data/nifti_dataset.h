@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/data/dataset.h"
-#include "common/nifti_io.h"
+#include "common/formats/nifti_io.h"
 
 namespace up {
 

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 #include "common/data/dataset.h"
 
 namespace up {

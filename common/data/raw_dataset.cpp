@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <map>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
 
 namespace up {
 namespace {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <map>
 
+#include "common/base/errors.h"
 #include "common/data/counter_random.h"
 #include "common/data/nifti_dataset.h"
-#include "common/errors.h"
-#include "common/nnunet_layout.h"
+#include "common/nnunet/nnunet_layout.h"
 
 namespace up {
 

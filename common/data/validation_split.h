@@ -14,10 +14,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 #include "common/data/dataset.h"
-#include "common/val_metrics.h"
-#include "common/window_grid.h"
+#include "common/layout/window_grid.h"
+#include "common/run/val_metrics.h"
 
 namespace up {
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/trace.h"
+#include "common/base/trace.h"
 
 namespace up {
 

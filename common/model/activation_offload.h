@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/model/device_memory.h"
+#include "common/device/device_memory.h"
 
 namespace up {
 

@@ -1,7 +1,7 @@
 // See digest.h.
 #include "common/model/digest.h"
 
-#include "common/sha256.h"
+#include "common/base/sha256.h"
 
 namespace up {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/torchscript_bundle.h"
+#include "common/formats/torchscript_bundle.h"
 
 namespace up {
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "common/model/device_memory.h"
+#include "common/device/device_memory.h"
 #include "common/model/loss.h"
 #include "common/model/precision.h"
 #include "common/model/unet.h"

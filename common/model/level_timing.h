@@ -1,5 +1,5 @@
 // Times each level of a U-Net half on a device, one micro-batch forward and
-// backward, for `pipeline.balance: time` (common/level_times.h). Each level
+// backward, for `pipeline.balance: time` (common/layout/level_times.h). Each level
 // runs as a one-level pipeline part would (MakeEncoderPart / MakeDecoderPart
 // with the config's recompute unit and precision), on inputs of the real
 // shapes: the encoder's each the level below's output, the decoder's the
@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace up {
 

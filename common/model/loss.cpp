@@ -1,9 +1,9 @@
 // Loss and Dice; see loss.h.
 #include "common/model/loss.h"
 
-#include "common/model_geometry.h"
+#include "common/layout/model_geometry.h"
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/val_metrics.h"
+#include "common/config/config.h"
+#include "common/run/val_metrics.h"
 
 namespace up {
 
@@ -63,7 +63,7 @@ class DiceCounter {
   std::vector<int64_t> counts_;            // 3 per class
 };
 
-// A validation case's counts for ScoreValidation (common/val_metrics.h):
+// A validation case's counts for ScoreValidation (common/run/val_metrics.h):
 // TP, FP, FN of each entry (a class, or a region: a union of classes), for
 // the predicted classes `pred` against the reference `truth`, both (*S) int64.
 std::vector<int64_t> ValidationCounts(const torch::Tensor& pred, const torch::Tensor& truth,

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace up {
 

@@ -14,7 +14,7 @@
 
 #include <optional>
 
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace up {
 

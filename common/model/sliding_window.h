@@ -18,8 +18,8 @@
 #include <functional>
 #include <vector>
 
-#include "common/config.h"
-#include "common/window_grid.h"
+#include "common/config/config.h"
+#include "common/layout/window_grid.h"
 
 namespace up {
 

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/json_writer.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/base/json_writer.h"
 
 namespace up {
 

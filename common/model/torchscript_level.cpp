@@ -4,10 +4,10 @@
 
 #include <set>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
+#include "common/base/shape_text.h"
 #include "common/model/level_format.h"
 #include "common/model/tensor_file.h"
-#include "common/shape_text.h"
 
 namespace up {
 namespace {

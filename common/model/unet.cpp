@@ -2,11 +2,11 @@
 // Make* factories below, so the architecture is written once.
 #include "common/model/unet.h"
 
+#include "common/layout/pipeline_layout.h"
 #include "common/model/bundle_unet.h"
 #include "common/model/level_checkpoint.h"
 #include "common/model/nnunet_unet.h"
 #include "common/model/precision.h"
-#include "common/pipeline_layout.h"
 
 #include <algorithm>
 #include <functional>

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/model_geometry.h"
+#include "common/config/config.h"
+#include "common/layout/model_geometry.h"
 
 namespace up {
 
@@ -80,7 +80,7 @@ enum class CheckpointUnit { kNone, kLevel, kBlock };
 // (level | block).
 CheckpointUnit CheckpointUnitOf(const std::string& setting);
 
-// What a pipeline part computes, by wire name (common/pipeline_layout.h):
+// What a pipeline part computes, by wire name (common/layout/pipeline_layout.h):
 // skip{i}, bottleneck, up{i}, logits{i}.
 using PartTensors = std::map<std::string, torch::Tensor>;
 

@@ -4,12 +4,12 @@
 #include <cxxopts.hpp>
 #include <iostream>
 
-#include "common/command_line.h"
-#include "common/config.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/config/config_file.h"
 #include "common/data/dataset.h"
-#include "common/errors.h"
 #include "common/model/tensor_file.h"
-#include "launcher/nnunet_import.h"
+#include "common/nnunet/nnunet_import.h"
 
 namespace up {
 

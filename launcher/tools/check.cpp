@@ -8,19 +8,19 @@
 #include <iostream>
 #include <map>
 
-#include "common/command_line.h"
-#include "common/config.h"
+#include "common/base/child_process.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
+#include "common/config/config_file.h"
 #include "common/data/dataset.h"
-#include "common/errors.h"
-#include "common/logging.h"
+#include "common/layout/pipeline_layout.h"
 #include "common/model/loss.h"
-#include "common/model/stage_optimizer.h"
 #include "common/model/tensor_diff.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
-#include "common/pipeline_layout.h"
-#include "common/recording_format.h"
-#include "launcher/child_process.h"
+#include "common/run/recording_format.h"
+#include "common/training/stage_optimizer.h"
 
 namespace up {
 namespace {

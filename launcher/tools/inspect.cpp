@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
 #include "common/model/tensor_file.h"
-#include "common/recording_format.h"
+#include "common/run/recording_format.h"
 
 namespace up {
 namespace {

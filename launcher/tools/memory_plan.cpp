@@ -5,9 +5,9 @@
 #include <cmath>
 #include <tuple>
 
-#include "common/errors.h"
-#include "common/model_geometry.h"
-#include "common/pipeline_layout.h"
+#include "common/base/errors.h"
+#include "common/layout/model_geometry.h"
+#include "common/layout/pipeline_layout.h"
 
 namespace up {
 

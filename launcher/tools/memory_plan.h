@@ -13,7 +13,7 @@
 //   context    a stated allowance per process for the CUDA context, cuDNN
 //              and allocator slack
 // Pure arithmetic, tested on small models whose numbers can be counted by hand;
-// the per-level counts are common/level_counts.h's.
+// the per-level counts are common/layout/level_counts.h's.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/config.h"
-#include "common/level_counts.h"
+#include "common/base/byte_size.h"
+#include "common/config/config.h"
+#include "common/layout/level_counts.h"
 
 namespace up {
 

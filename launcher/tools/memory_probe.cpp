@@ -8,11 +8,12 @@
 #include <filesystem>
 #include <sstream>
 
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/model_geometry.h"
-#include "common/pipeline_layout.h"
-#include "launcher/child_process.h"
+#include "common/base/child_process.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/config/config_file.h"
+#include "common/layout/model_geometry.h"
+#include "common/layout/pipeline_layout.h"
 #include "launcher/stage_binary.h"
 
 namespace up {

@@ -10,11 +10,11 @@
 #include <iostream>
 #include <optional>
 
-#include "common/command_line.h"
-#include "common/config.h"
-#include "common/errors.h"
-#include "common/json_writer.h"
-#include "common/level_times.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/base/json_writer.h"
+#include "common/config/config_file.h"
+#include "common/layout/level_times.h"
 #include "launcher/time_balance.h"
 #include "launcher/tools/memory_plan.h"
 #include "launcher/tools/memory_probe.h"
@@ -287,7 +287,7 @@ int PlanCommand(int argc, char** argv) {
   std::printf(
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
       "share\n"
-      "the device and park between turns. An estimate from shapes: see docs/ARCHITECTURE.md.\n");
+      "the device and park between turns. An estimate from shapes: see docs/DESIGN.md.\n");
   std::printf("\nrecommended: %s: %s\n  %s\n", pick.way.c_str(), pick.reason.c_str(),
               pick.fits ? pick_command.c_str() : "(nothing to run)");
   return 0;

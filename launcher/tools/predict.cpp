@@ -6,19 +6,19 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/command_line.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
 #include "common/data/case_cache.h"
 #include "common/data/dataset.h"
 #include "common/data/nifti_dataset.h"
-#include "common/errors.h"
-#include "common/logging.h"
-#include "common/mask_overlay.h"
-#include "common/model/device_memory.h"
+#include "common/device/device_memory.h"
+#include "common/formats/mask_overlay.h"
+#include "common/formats/nifti_io.h"
+#include "common/formats/png_io.h"
 #include "common/model/sliding_window.h"
 #include "common/model/tensor_file.h"
-#include "common/nifti_io.h"
-#include "common/png_io.h"
-#include "launcher/tools/trained_model.h"
+#include "common/training/trained_model.h"
 
 namespace up {
 namespace {

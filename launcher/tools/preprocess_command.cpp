@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/command_line.h"
-#include "common/config.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/base/logging.h"
+#include "common/config/config_file.h"
 #include "common/data/case_cache.h"
-#include "common/errors.h"
-#include "common/logging.h"
 
 namespace up {
 

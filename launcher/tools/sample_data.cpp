@@ -8,11 +8,11 @@
 #include <iostream>
 #include <vector>
 
-#include "common/command_line.h"
-#include "common/errors.h"
-#include "common/fs_util.h"
-#include "common/nifti_io.h"
-#include "common/png_io.h"
+#include "common/base/command_line.h"
+#include "common/base/errors.h"
+#include "common/base/fs_util.h"
+#include "common/formats/nifti_io.h"
+#include "common/formats/png_io.h"
 
 namespace up {
 namespace {

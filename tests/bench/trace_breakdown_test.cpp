@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::bench {
 namespace {

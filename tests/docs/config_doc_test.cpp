@@ -9,7 +9,7 @@
 #include <regex>
 #include <sstream>
 
-#include "common/config.h"
+#include "common/config/config_file.h"
 
 namespace up {
 namespace {

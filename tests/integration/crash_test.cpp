@@ -1,7 +1,7 @@
 // Crashes and hangs anywhere in a run, with real processes and real shared
 // memory: each case makes one process (a stage or the launcher) raise SIGKILL
 // or SIGSTOP on itself at a named point (UP_TEST_KILL_AT / UP_TEST_HANG_AT,
-// common/test_hooks.h). Then:
+// common/base/test_hooks.h). Then:
 //   - a dead stage is noticed within a second and the launcher exits 1 with one
 //     line naming the stage, its signal and the step; a killed launcher exits
 //     137 and its stages exit with it;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/model/tensor_accounting.h"
+#include "common/device/tensor_accounting.h"
 #include "tests/support/command.h"
 
 namespace up::test {

@@ -14,8 +14,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/png_io.h"
-#include "common/sha256.h"
+#include "common/base/sha256.h"
+#include "common/formats/png_io.h"
 #include "ipc/control_channel.h"
 #include "ipc/control_protocol.h"
 #include "ipc/shm_ring.h"

@@ -13,11 +13,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/config.h"
-#include "common/errors.h"
+#include "common/base/errors.h"
+#include "common/config/config_file.h"
+#include "common/model/state_dict.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
-#include "launcher/tools/export_command.h"
 #include "tests/support/command.h"
 #include "tests/support/training_checks.h"
 

@@ -197,6 +197,37 @@ TEST_F(NnunetWorkflow, TwoDConfigurationTrainsOnSlicesAsNnunetTrainerDoes) {
   EXPECT_TRUE(fs::exists(fold / "validation/summary.json"));
 }
 
+// A dataset of fewer than 5 cases and no splits_final.json: the project's own
+// line (the count, and what to do), before any case is converted or a run
+// folder exists; data.fold: all trains on it.
+TEST_F(NnunetWorkflow, TooFewCasesForTheFiveFoldSplitIsOneLine) {
+  const fs::path data = fs::path(pre) / kDataset / "nnUNetPlans_3d_fullres";
+  int removed = 0;
+  for (const char* stem : {"case_004", "case_005"}) {
+    for (const auto& e : fs::directory_iterator(data)) {
+      if (e.path().filename().string().rfind(stem, 0) == 0) {
+        fs::remove(e.path());
+        ++removed;
+      }
+    }
+  }
+  ASSERT_GT(removed, 0) << "no case files named case_004/005 in " << data;
+  const CommandResult r =
+      UpWith("train", {"--out", dir / "run"}, Set(dir, {"train.steps=1", "validate.nnunet=off"}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const std::vector<std::string> errors = ErrorLines(r.output);
+  ASSERT_EQ(errors.size(), 1u) << r.output;
+  for (const char* part : {"4 case(s)", "splits_final.json", "data.fold: all"})
+    EXPECT_NE(errors[0].find(part), std::string::npos) << errors[0];
+  EXPECT_EQ(r.output.find("n_splits"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  EXPECT_FALSE(fs::exists(fs::path(pre) / kDataset / "splits_final.json"));
+
+  const CommandResult all =
+      UpWith("train", {"--out", dir / "all"}, Set(dir, {"train.steps=1", "data.fold=all"}));
+  EXPECT_EQ(all.exit_code, 0) << all.output;
+}
+
 TEST_F(NnunetWorkflow, ConvertsOnceHoldsOutTheFoldAndFilesItForNnunetsPredictor) {
   const std::string splits = pre + "/" + kDataset + "/splits_final.json";
   ASSERT_FALSE(fs::exists(splits));

@@ -13,13 +13,13 @@
 #include <set>
 #include <sstream>
 
-#include "common/config.h"
-#include "common/model/checkpoint.h"
-#include "common/model/stage_optimizer.h"
+#include "common/config/config_file.h"
+#include "common/formats/nifti_io.h"
+#include "common/formats/png_io.h"
 #include "common/model/tensor_file.h"
 #include "common/model/unet.h"
-#include "common/nifti_io.h"
-#include "common/png_io.h"
+#include "common/training/checkpoint.h"
+#include "common/training/stage_optimizer.h"
 #include "tests/support/command.h"
 #include "tests/support/training_checks.h"
 

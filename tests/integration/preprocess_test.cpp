@@ -15,8 +15,8 @@
 #include <functional>
 #include <limits>
 
-#include "common/nifti_io.h"
-#include "common/npy_io.h"
+#include "common/formats/nifti_io.h"
+#include "common/formats/npy_io.h"
 #include "tests/support/command.h"
 #include "tests/support/training_checks.h"
 

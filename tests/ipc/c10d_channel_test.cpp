@@ -13,7 +13,7 @@
 #include <future>
 #include <thread>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/wire.h"
 
 namespace up::ipc {

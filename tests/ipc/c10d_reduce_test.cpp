@@ -11,7 +11,7 @@
 #include <future>
 #include <thread>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/c10d_channel.h"
 
 namespace up::ipc {

@@ -22,7 +22,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/control_channel.h"
 
 namespace up::ipc {

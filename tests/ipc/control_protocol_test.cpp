@@ -9,7 +9,7 @@
 #include <future>
 #include <iterator>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "launcher/handshake.h"
 
 namespace up::ipc {

@@ -4,11 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/model/device_memory.h"
+#include "common/device/device_memory.h"
 #include "common/model/digest.h"
-#include "common/model/stage_optimizer.h"
-#include "common/model/stage_parking.h"
 #include "common/model/unet.h"
+#include "common/training/stage_optimizer.h"
+#include "common/training/stage_parking.h"
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/shm_segment.h"
 

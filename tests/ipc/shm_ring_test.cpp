@@ -22,7 +22,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/ring_format.h"
 #include "ipc/shm_ring.h"
 #include "ipc/shm_segment.h"

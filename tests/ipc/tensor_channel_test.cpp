@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up::ipc {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "ipc/wire.h"
 
 namespace up::ipc {

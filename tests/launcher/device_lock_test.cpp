@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <map>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

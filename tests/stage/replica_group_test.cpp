@@ -11,7 +11,7 @@
 
 #include <future>
 
-#include "common/model/replica_gradients.h"
+#include "common/training/replica_gradients.h"
 
 namespace up::stage {
 namespace {

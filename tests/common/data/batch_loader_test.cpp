@@ -10,7 +10,7 @@
 #include <map>
 #include <utility>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 
 namespace up {
 namespace {

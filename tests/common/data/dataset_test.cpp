@@ -9,8 +9,8 @@
 #include <fstream>
 #include <set>
 
-#include "common/errors.h"
-#include "common/png_io.h"
+#include "common/base/errors.h"
+#include "common/formats/png_io.h"
 
 namespace up {
 namespace {

@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/base/errors.h"
 #include "common/data/case_cache.h"
 #include "common/data/raw_dataset.h"
-#include "common/errors.h"
-#include "common/nifti_io.h"
+#include "common/formats/nifti_io.h"
 
 namespace up {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <set>
 
-#include "common/errors.h"
+#include "common/base/errors.h"
 #include "common/model/loss.h"
 
 namespace up {

@@ -11,10 +11,10 @@
 
 #include <iostream>
 
-#include "common/config.h"
+#include "common/config/config_file.h"
+#include "common/device/tensor_accounting.h"
 #include "common/model/activation_offload.h"
 #include "common/model/precision.h"
-#include "common/model/tensor_accounting.h"
 #include "common/model/unet.h"
 
 namespace up {

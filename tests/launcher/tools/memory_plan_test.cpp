@@ -10,8 +10,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "common/config.h"
-#include "common/errors.h"
+#include "common/base/errors.h"
+#include "common/config/config_file.h"
 #include "common/model/unet.h"
 
 namespace up {
