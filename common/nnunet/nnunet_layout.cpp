@@ -121,7 +121,7 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
   const YAML::Node ds = LoadJson(d.dir + "/dataset.json", hint);
   const YAML::Node channels =
       ds["channel_names"].IsDefined() ? ds["channel_names"] : ds["modality"];
-  if (!channels.IsMap() || channels.size() == 0) {
+  if (!channels.IsDefined() || !channels.IsMap() || channels.size() == 0) {
     throw UsageError("nnU-Net: '" + d.dir + "/dataset.json' has no channel_names; " + hint);
   }
   d.channel_names.resize(channels.size());
@@ -134,7 +134,7 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
     d.channel_names[std::stoul(key)] = kv.second.Scalar();
   }
   const YAML::Node labels = ds["labels"];
-  if (!labels.IsMap() || labels.size() < 2) {
+  if (!labels.IsDefined() || !labels.IsMap() || labels.size() < 2) {
     throw UsageError("nnU-Net: '" + d.dir +
                      "/dataset.json' needs labels with background and at least one class");
   }
@@ -176,7 +176,7 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
       d.regions.push_back(members);
     }
     const YAML::Node order = ds["regions_class_order"];
-    if (!order.IsSequence() || order.size() != d.regions.size()) {
+    if (!order.IsDefined() || !order.IsSequence() || order.size() != d.regions.size()) {
       throw UsageError(where +
                        "region-based labels need regions_class_order with one label per "
                        "region (" +
@@ -215,9 +215,9 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
   }
   const YAML::Node plan = LoadJson(d.plans_file, hint);
   const YAML::Node configs = plan["configurations"];
-  if (!configs.IsMap() || !configs[configuration].IsDefined()) {
+  if (!configs.IsDefined() || !configs.IsMap() || !configs[configuration].IsDefined()) {
     std::string names;
-    if (configs.IsMap())
+    if (configs.IsDefined() && configs.IsMap())
       for (const auto& kv : configs) names += (names.empty() ? "" : ", ") + kv.first.Scalar();
     throw UsageError("data.configuration = " + configuration + ": not in '" + d.plans_file +
                      "' (it has " + (names.empty() ? "none" : names) + ")");
@@ -233,7 +233,7 @@ NnunetDataset FindNnunetDataset(const std::string& dataset, const std::string& p
   while (!c["data_identifier"].IsDefined() && c["inherits_from"].IsDefined()) {
     const std::string parent = c["inherits_from"].Scalar();
     if (!seen.insert(parent).second || !configs[parent].IsDefined()) break;
-    c = configs[parent];
+    c.reset(configs[parent]);  // move the handle; `=` would overwrite the node
   }
   d.data_identifier = c["data_identifier"].IsDefined() ? c["data_identifier"].Scalar()
                                                        : plans + "_" + configuration;
@@ -297,8 +297,8 @@ NnunetFold ReadNnunetFold(const std::string& splits_file, const std::string& fol
                      std::to_string(splits.size() - 1) + "; choose one of them or all");
   }
   for (const auto& [key, into] : {std::pair{"train", &out.train}, std::pair{"val", &out.val}}) {
-    const YAML::Node list = splits[k][key];
-    if (!list.IsSequence()) {
+    const YAML::Node list = splits[k].IsMap() ? splits[k][key] : YAML::Node();
+    if (!list.IsDefined() || !list.IsSequence()) {
       throw UsageError("nnU-Net: '" + splits_file + "': fold " + fold + " has no '" + key +
                        "' list");
     }

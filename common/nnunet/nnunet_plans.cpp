@@ -319,15 +319,19 @@ NnunetPlan ReadNnunetPlan(const std::string& path, const std::string& configurat
                      "; it has " + names);
   }
   const std::string cw = where + ": configurations." + configuration;
-  // A configuration may inherit from another (nnU-Net's "inherits_from").
-  std::set<std::string> seen{configuration};
+  // A configuration may inherit from another (nnU-Net's "inherits_from"): a
+  // key it does not set comes from its parent, then the parent's parent.
+  // `cur.reset` moves the handle; `cur = ...` would overwrite the node it
+  // points at (yaml-cpp's assignment), turning the child into its parent.
   auto lookup = [&](const std::string& key) {
-    YAML::Node cur = c;
+    std::set<std::string> seen{configuration};
+    YAML::Node cur;
+    cur.reset(c);
     while (!cur[key].IsDefined() && cur["inherits_from"].IsDefined()) {
       const std::string parent = cur["inherits_from"].Scalar();
       if (!seen.insert(parent).second || !configs[parent].IsDefined())
         Fail(cw, "inherits_from '" + parent + "', which is missing or circular");
-      cur = configs[parent];
+      cur.reset(configs[parent]);
     }
     return cur[key];
   };

@@ -7,6 +7,7 @@
 #include "common/nnunet/nnunet_layout.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <fstream>
@@ -36,6 +37,8 @@ void Write(const std::string& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
+// The UsageError message of `f`, or "<no error>"; a yaml-cpp exception (a
+// missing key read as if it were there) fails the test instead of escaping.
 std::string ErrorOf(const std::function<void()>& f) {
   try {
     f();
@@ -44,6 +47,9 @@ std::string ErrorOf(const std::function<void()>& f) {
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     EXPECT_EQ(e.exit_code(), 2);
     return message;
+  } catch (const YAML::Exception& e) {
+    ADD_FAILURE() << "a YAML::Exception escaped, not a UsageError: " << e.what();
+    return "<YAML::Exception>";
   }
   return "<no error>";
 }
@@ -168,14 +174,21 @@ TEST(NnunetLayout, DataIdentifierComesFromThePlansItsParentOrTheirNames) {
   Write(dir + "/myPlans.json", R"({"configurations": {
     "3d_fullres": {"data_identifier": "shared_3d"},
     "3d_bs8": {"inherits_from": "3d_fullres", "batch_size": 8},
+    "3d_bs6": {"inherits_from": "3d_bs8", "batch_size": 6},
+    "3d_mine": {"inherits_from": "3d_fullres", "data_identifier": "mine_3d"},
+    "3d_mine_bs6": {"inherits_from": "3d_mine", "batch_size": 6},
     "2d": {"batch_size": 12},
     "3d_cascade_fullres": {"inherits_from": "3d_fullres", "previous_stage": "3d_lowres"}}})");
-  for (const char* folder : {"shared_3d", "myPlans_2d"}) fs::create_directories(dir + "/" + folder);
+  for (const char* folder : {"shared_3d", "mine_3d", "myPlans_2d"})
+    fs::create_directories(dir + "/" + folder);
   auto find = [&](const std::string& configuration) {
     return FindNnunetDataset("Dataset001_Sample", root.path(), "myPlans", configuration);
   };
   EXPECT_EQ(find("3d_bs8").data_identifier, "shared_3d");
   EXPECT_EQ(find("3d_bs8").data_dir, dir + "/shared_3d");
+  EXPECT_EQ(find("3d_bs6").data_identifier, "shared_3d");  // a grandchild
+  EXPECT_EQ(find("3d_mine_bs6").data_dir, dir + "/mine_3d");
+  EXPECT_EQ(find("3d_fullres").data_dir, dir + "/shared_3d");
   EXPECT_EQ(find("2d").data_identifier, "myPlans_2d");
   EXPECT_HAS(ErrorOf([&] { find("3d_cascade_fullres"); }),
              "data.configuration = 3d_cascade_fullres: a cascade stage");
@@ -204,8 +217,6 @@ TEST(NnunetLayout, LabelsItCannotTrainOnAreRefused) {
   const std::string ignore = error(
       R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "liver": 1, "ignore": 2}})");
   EXPECT_HAS(ignore, "Dataset001_Sample/dataset.json': has an ignore label, which is not built");
-  // (A missing regions_class_order, channel_names or labels escapes as
-  // YAML::InvalidNode instead: reported, not tested here.)
   EXPECT_HAS(error(R"({"channel_names": {"0": "CT"}, "regions_class_order": [1],
                      "labels": {"background": 0, "a": [1, 2], "b": 2}})"),
              "region-based labels need regions_class_order with one label per region (2)");
@@ -216,6 +227,53 @@ TEST(NnunetLayout, LabelsItCannotTrainOnAreRefused) {
   EXPECT_HAS(error(R"({"channel_names": {"0": "CT"}, "labels": {"background": 0}})"),
              "needs labels with background and at least one class");
   EXPECT_HAS(error(R"({"channel_names": {"0": "CT", "labels": )"), "is not valid JSON");
+}
+
+TEST(NnunetLayout, DatasetJsonWithoutChannelsLabelsOrRegionOrderIsAUsageError) {
+  auto error = [](const std::string& dataset_json) {
+    TempDir root;
+    MakeDataset(root, dataset_json);
+    return ErrorOf([&] { Find("Dataset001_Sample", root.path()); });
+  };
+  const std::string channels = error(R"({"labels": {"background": 0, "liver": 1}})");
+  EXPECT_HAS(channels, "Dataset001_Sample/dataset.json' has no channel_names");
+  EXPECT_HAS(channels, "nnUNetv2_plan_and_preprocess -d 1 -c 3d_fullres");
+  EXPECT_HAS(error(R"({"channel_names": {"0": "CT"}, "numTraining": 2})"),
+             "Dataset001_Sample/dataset.json' needs labels with background and at least one "
+             "class");
+  EXPECT_HAS(error(R"({"channel_names": {"0": "CT"},
+                     "labels": {"background": 0, "a": [1, 2], "b": 2}})"),
+             "region-based labels need regions_class_order with one label per region (2)");
+  // nnU-Net v1's "modality" still names the channels.
+  TempDir root;
+  MakeDataset(root, R"({"modality": {"0": "CT"}, "labels": {"background": 0, "liver": 1}})");
+  EXPECT_EQ(Find("Dataset001_Sample", root.path()).channel_names, (Strings{"CT"}));
+}
+
+TEST(NnunetLayout, PlansWithoutConfigurationsIsAUsageError) {
+  TempDir root;
+  const std::string dir = MakeDataset(root);
+  Write(dir + "/myPlans.json", R"({"plans_name": "myPlans", "dataset_name": "Dataset001_Sample"})");
+  EXPECT_HAS(ErrorOf([&] {
+               FindNnunetDataset("Dataset001_Sample", root.path(), "myPlans", "3d_fullres");
+             }),
+             "data.configuration = 3d_fullres: not in '" + dir + "/myPlans.json' (it has none)");
+}
+
+TEST(NnunetLayout, FoldWithoutTrainOrValOrNotAMappingIsAUsageError) {
+  TempDir dir;
+  const std::string f = dir / "splits_final.json";
+  auto error = [&](const std::string& splits, const std::string& fold) {
+    Write(f, splits);
+    return ErrorOf([&] { ReadNnunetFold(f, fold); });
+  };
+  EXPECT_HAS(error(R"([{"train": ["a"]}])", "0"), "nnU-Net: '" + f + "': fold 0 has no 'val' list");
+  EXPECT_HAS(error(R"([{"train": ["a"], "val": ["b"]}, {"val": ["a"]}])", "1"),
+             "nnU-Net: '" + f + "': fold 1 has no 'train' list");
+  for (const char* entry : {R"(["a", "b"])", R"("fold0")", "null", "{}"}) {
+    EXPECT_HAS(error("[" + std::string(entry) + "]", "0"), "fold 0 has no 'train' list")
+        << " (fold entry " << entry << ")";
+  }
 }
 
 // A data folder holding `files` (empty: only their names matter).
@@ -299,7 +357,7 @@ TEST(NnunetLayout, FoldTheFileDoesNotHaveOrAMalformedFileIsRefused) {
   EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, "0"); }), "nnU-Net: '" + f + "' is not valid JSON");
   Write(f, R"({"train": ["a"], "val": ["b"]})");
   EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, "0"); }), "'" + f + "' is not a list of folds");
-  Write(f, R"([{"train": ["a"], "val": "b"}])");  // (no "val" at all: YAML::InvalidNode)
+  Write(f, R"([{"train": ["a"], "val": "b"}])");
   EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, "0"); }), "fold 0 has no 'val' list");
   EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(dir / "none.json", "0"); }),
              "nnU-Net: '" + (dir / "none.json") + "' is missing");

@@ -328,6 +328,48 @@ TEST(NnunetPlans, ConfigurationsInheritFromTheirParent) {
              "configurations.loop_a: inherits_from 'loop_a', which is missing or circular");
 }
 
+// tiny_plans.json plus 3d_bs8 (3d_fullres with its own batch and patch size)
+// and 3d_bs6, a child of 3d_bs8 with its own batch size only.
+std::string TinyWithChildren(const TempDir& dir) {
+  return EditedTiny(dir, [](YAML::Node c) {
+    c["3d_bs8"]["inherits_from"] = "3d_fullres";
+    c["3d_bs8"]["batch_size"] = 8;
+    c["3d_bs8"]["patch_size"] = YAML::Load("[8, 16, 16]");
+    c["3d_bs6"]["inherits_from"] = "3d_bs8";
+    c["3d_bs6"]["batch_size"] = 6;
+  });
+}
+
+TEST(NnunetPlans, ChildKeysOverrideItsParentsAndTheRestIsInherited) {
+  TempDir dir;
+  const std::string path = TinyWithChildren(dir);
+  const NnunetPlan parent = ReadNnunetPlan(kTiny, "3d_fullres");
+  const NnunetPlan child = ReadNnunetPlan(path, "3d_bs8");
+  EXPECT_EQ(child.batch_size, 8);
+  EXPECT_EQ(child.patch_size, (Ints{8, 16, 16}));
+  ExpectSameArchitecture(child.architecture, parent.architecture);
+  EXPECT_EQ(child.architecture.kernel_sizes[0], (Ints{1, 3, 3}));
+  EXPECT_EQ(child.batch_dice, parent.batch_dice);
+  // The parent, read from the same file, keeps its own keys.
+  const NnunetPlan same = ReadNnunetPlan(path, "3d_fullres");
+  EXPECT_EQ(same.batch_size, 2);
+  EXPECT_EQ(same.patch_size, (Ints{16, 32, 32}));
+  ExpectSameArchitecture(same.architecture, parent.architecture);
+}
+
+TEST(NnunetPlans, GrandchildTakesEachKeyFromTheNearestConfigurationSettingIt) {
+  TempDir dir;
+  const std::string path = TinyWithChildren(dir);
+  const NnunetPlan parent = ReadNnunetPlan(kTiny, "3d_fullres");
+  const NnunetPlan grandchild = ReadNnunetPlan(path, "3d_bs6");
+  EXPECT_EQ(grandchild.batch_size, 6);                                   // its own
+  EXPECT_EQ(grandchild.patch_size, (Ints{8, 16, 16}));                   // 3d_bs8's
+  ExpectSameArchitecture(grandchild.architecture, parent.architecture);  // 3d_fullres's
+  EXPECT_EQ(grandchild.batch_dice, parent.batch_dice);
+  EXPECT_EQ(ReadNnunetPlan(path, "3d_bs8").batch_size, 8);
+  EXPECT_EQ(ReadNnunetPlan(path, "3d_fullres").batch_size, 2);
+}
+
 TEST(NnunetPlans, MalformedOrMissingFilesAreNamed) {
   TempDir dir;
   Write(dir / "broken.json", R"({"configurations": {"2d": {"patch_size": [1, 2}})");
