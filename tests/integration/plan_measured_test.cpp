@@ -146,8 +146,12 @@ TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {
 }
 
 TEST(PlanMeasured, ThreeDimensionalRowsPredictTheRuns) {
-  // Three levels at 32^3 from probes at 16^3 and 16x16x32.
-  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"}, "8192");
+  // Three levels at 32^3 from probes at 16x16x32 and 16x32x32. At 16^3 the
+  // encoder's peak under block recompute is a constant transient on a CPU
+  // without AVX-512 (oneDNN's AVX2 kernels): from 16^3 and 16x16x32 the line
+  // predicted 27.9 MB against the run's 32.5 MB; from these, the run's bytes.
+  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"},
+                  "16384");
 }
 
 }  // namespace
