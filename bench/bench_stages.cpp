@@ -13,7 +13,7 @@
 #include "common/base/json_writer.h"
 #include "common/config/config_file.h"
 #include "common/training/stage_optimizer.h"
-#include "launcher/chain_schedule.h"
+#include "ipc/schedule.h"
 
 namespace up::bench {
 

@@ -31,8 +31,8 @@
 #include "common/training/stage_parking.h"
 #include "ipc/cuda_ipc_channel.h"
 #include "ipc/device_budget_segment.h"
+#include "ipc/schedule.h"
 #include "ipc/shm_ring.h"
-#include "launcher/chain_schedule.h"
 #include "launcher/device_lock.h"
 #include "launcher/handshake.h"
 #include "launcher/progress.h"
@@ -197,9 +197,8 @@ TrainSummary RunPipeline(const Config& config, RunDir& run,
     LogInfo(Str("pipeline: encoder on ", device[0].str(), where(0), ", decoder on ",
                 device[1].str(), where(1), parking ? " (parking between turns)" : "",
                 ", activations ", p.activations));
-    LogInfo(Str("pipeline: schedule ", p.schedule, " ",
-                DescribeSchedule(StepSchedule(kind, t.micro_batches, global_norms)), ", lock ",
-                lock_on ? "on" : "off", ", transport ", p.transport));
+    LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeChainSchedule(phases, {"E", "D"}),
+                ", lock ", lock_on ? "on" : "off", ", transport ", p.transport));
   } else {
     std::string parts;
     for (const StageSpec& s : layout.stages)

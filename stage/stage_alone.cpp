@@ -26,6 +26,7 @@
 #include "common/model/unet.h"
 #include "common/run/recording_format.h"
 #include "common/training/stage_optimizer.h"
+#include "ipc/schedule.h"
 
 namespace up::stage {
 
@@ -139,22 +140,20 @@ class DiscardingSender : public TensorSender {
   void Send(const MessageMeta&, const std::vector<NamedTensor>&, Deadline) override {}
 };
 
-// One step of the sequential schedule for this stage alone: F then B (and S),
-// or FB (and S) for the last stage.
-std::vector<TurnRequest> StepTurns(bool last, int64_t step, int micro_batches,
-                                   const std::vector<float>& all_norms) {
-  TurnRequest work{step, {}, {}}, tail{step, {}, {}};
-  for (int m = 0; m < micro_batches; ++m) {
-    if (!last) {
-      work.actions.push_back({Op::kForward, m});
-      tail.actions.push_back({Op::kBackward, m});
-    } else {
-      work.actions.push_back({Op::kForwardBackward, m});
-    }
+// One step of this stage's turns in the sequential schedule (ipc/schedule.h),
+// as the launcher would send them in a run; the norms go with the turn that
+// steps.
+std::vector<TurnRequest> StepTurns(const StageContext& ctx, int64_t step, int micro_batches,
+                                   bool global_norms, const std::vector<float>& all_norms) {
+  const std::vector<ChainPhase> phases =
+      ChainSchedule(ScheduleKind::kSequential, ctx.layout.size(), micro_batches, global_norms);
+  std::vector<TurnRequest> turns;
+  for (std::vector<Action>& actions : StageTurns(phases, ctx.stage)) {
+    const bool steps = std::any_of(actions.begin(), actions.end(),
+                                   [](const Action& a) { return a.op == Op::kStep; });
+    turns.push_back({step, std::move(actions), steps ? all_norms : std::vector<float>{}});
   }
-  tail.actions.push_back({Op::kStep, -1});
-  tail.all_norms = all_norms;
-  return {work, tail};
+  return turns;
 }
 
 // The context of part `part` (1-based) of the encoder or decoder of `config`,
@@ -177,7 +176,6 @@ int Replay(const std::string& dir, const std::string& stage, int part, const Wor
   const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
   const std::string key = spec.Key();
   const std::string last_key = ctx.layout.stages.back().Key();
-  const bool last = ctx.stage == ctx.layout.size() - 1;
   DiffReport report(std::cout, tol, /*verbose=*/true);
   // Every channel of the stage: what its neighbour sent comes from the
   // recording (forward into it, gradients back to it); what it sends is compared.
@@ -214,7 +212,8 @@ int Replay(const std::string& dir, const std::string& stage, int part, const Wor
       const torch::Tensor t = LoadTensorFile((fs::path(dir) / n->file).string()).at(0).second;
       all_norms.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());  // (P,)
     }
-    for (const TurnRequest& turn : StepTurns(last, step, index.micro_batches, all_norms))
+    for (const TurnRequest& turn :
+         StepTurns(ctx, step, index.micro_batches, NeedsGlobalNorms(config.train), all_norms))
       worker->RunTurn(turn);
     const recording::Entry* after = index.Find("weights", key, step + 1);
     if (!after) {
@@ -275,7 +274,6 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
         dtype));
     ctx.channels.push_back({static_cast<int>(c), &sender, receivers.back().get()});
   }
-  const bool last = ctx.stage == ctx.layout.size() - 1;
   double total_s = 0;
   try {
     std::unique_ptr<StageWorker> worker = factory(ctx);
@@ -285,7 +283,8 @@ int Standalone(const std::string& config_path, const std::vector<std::string>& o
     if (NeedsGlobalNorms(t)) norms.assign(static_cast<size_t>(worker->HalfParameters()), 0.f);
     for (int64_t step = 0; step < steps; ++step) {
       const auto start = std::chrono::steady_clock::now();
-      for (const TurnRequest& turn : StepTurns(last, step, t.micro_batches, norms))
+      for (const TurnRequest& turn :
+           StepTurns(ctx, step, t.micro_batches, NeedsGlobalNorms(t), norms))
         worker->RunTurn(turn);
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

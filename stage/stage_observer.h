@@ -6,7 +6,7 @@
 //     nothing), the losses (the last stage), the norms its optimizer step was given, and its
 //     weights at the start of each recorded step and after the last one (as a
 //     torch.load-able `.pt` and as a `.stage` file replay starts from).
-//     Layout: common/recording_format.h. Each stage appends its own index
+//     Layout: common/run/recording_format.h. Each stage appends its own index
 //     lines to DIR/<stage>.jsonl; the launcher merges them into index.json.
 //   ObservedSender / ObservedReceiver: decorators over a transport that emit
 //     trace events for each send and receive (--trace) and hand sent messages

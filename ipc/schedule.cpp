@@ -1,11 +1,13 @@
-// See chain_schedule.h.
-#include "launcher/chain_schedule.h"
+// See schedule.h.
+#include "ipc/schedule.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <tuple>
+
+#include "common/base/errors.h"
 
 namespace up {
 namespace {
@@ -22,6 +24,13 @@ Action S() { return {Op::kStep, -1}; }
 Op BackwardOp(int s, int stages) { return s == stages - 1 ? Op::kForwardBackward : Op::kBackward; }
 
 }  // namespace
+
+ScheduleKind ParseScheduleKind(const std::string& name) {
+  if (name == "sequential") return ScheduleKind::kSequential;
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  if (name == "1f1b") return ScheduleKind::k1F1B;
+  throw UsageError("pipeline.schedule = " + name + ": expected sequential, gpipe or 1f1b");
+}
 
 std::vector<ChainPhase> ChainSchedule(ScheduleKind kind, int stages, int m, bool global_norms) {
   if (stages < 2) throw std::invalid_argument("a pipeline has at least 2 stages");
@@ -172,14 +181,27 @@ int ChainMaxInFlight(const std::vector<ChainPhase>& phases, int stage) {
   return most;
 }
 
-std::string DescribeChainSchedule(const std::vector<ChainPhase>& phases) {
+std::string DescribeChainSchedule(const std::vector<ChainPhase>& phases,
+                                  const std::vector<std::string>& names) {
   std::string out;
   for (const ChainPhase& phase : phases) {
     if (!out.empty()) out += " ";
     for (size_t t = 0; t < phase.turns.size(); ++t) {
       if (t) out += "|";
-      out += std::to_string(phase.turns[t].stage) + "[" + ipc::ActionsText(phase.turns[t].actions) +
-             "]";
+      const int s = phase.turns[t].stage;
+      out += (static_cast<size_t>(s) < names.size() ? names[static_cast<size_t>(s)]
+                                                    : std::to_string(s)) +
+             "[" + ipc::ActionsText(phase.turns[t].actions) + "]";
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<ipc::Action>> StageTurns(const std::vector<ChainPhase>& phases, int stage) {
+  std::vector<std::vector<ipc::Action>> out;
+  for (const ChainPhase& phase : phases) {
+    for (const ChainTurn& t : phase.turns) {
+      if (t.stage == stage) out.push_back(t.actions);
     }
   }
   return out;
@@ -207,16 +229,6 @@ std::vector<ChainPhase> ChainValidationSchedule(int64_t batches, int per_turn, b
     for (int s = 0; s < stages; ++s) phases.push_back({{turn(s, first, last)}});
   }
   return phases;
-}
-
-std::vector<ChainPhase> AsChain(const std::vector<Phase>& phases) {
-  std::vector<ChainPhase> out;
-  for (const Phase& p : phases) {
-    ChainPhase c;
-    for (const Turn& t : p.turns) c.turns.push_back({static_cast<int>(t.stage), t.actions});
-    out.push_back(std::move(c));
-  }
-  return out;
 }
 
 }  // namespace up

@@ -1,13 +1,22 @@
-// The schedule of a pipeline of any number of stages (issue 16's first
-// step): stages 0..S-1 in pipeline order (the encoder's parts, then the
-// decoder's), each micro-batch's activations flowing 0 -> S-1 and its
-// gradients back S-1 -> 0. The last stage runs FB (forward, loss, backward);
-// every other stage runs F and, later, B. A skip tensor goes from an encoder
-// part straight to the decoder part that uses it, and that part is always
-// further down the chain, so "B_s(m) after B_{s+1}(m)" orders every gradient
-// a stage waits for. A pure function of (kind, stages, micro-batches,
-// whether clipping needs every stage's norms), kept apart from the processes
-// that run it; StepSchedule, the two-stage pipeline's, is its case S = 2.
+// The schedule: which stage runs which action (forward, backward, step,
+// validation) in which turn, for one optimizer step of a pipeline of any
+// number of stages. Stages 0..S-1 are in pipeline order (the encoder's
+// parts, then the decoder's), each micro-batch's activations flowing
+// 0 -> S-1 and its gradients back S-1 -> 0. The last stage runs FB (forward,
+// loss, backward); every other stage runs F and, later, B. A skip tensor goes
+// from an encoder part straight to the decoder part that uses it, and that
+// part is always further down the chain, so "B_s(m) after B_{s+1}(m)" orders
+// every gradient a stage waits for.
+//
+// A pure function of (kind, stages, micro-batches, whether clipping needs
+// every stage's norms), kept apart from the processes that run it: the
+// launcher sends each turn to its stage (launcher/pipeline.cpp), and a stage
+// running alone runs its own turns of the same schedule (stage/stage_alone.h).
+// It lives in ipc/ because the turns are what the control protocol carries.
+//
+// A step is a list of phases run one after another; the turns inside a phase
+// run at the same time (one per stage at most). Within a turn the stage runs
+// its actions in order, and an action waits on its channel for its input.
 //
 //   sequential (turn taking, stages may share a device):
 //     [0: F0..F(M-1)] [1: F0..] .. [S-1: FB0..FB(M-1) (+S)] [S-2: B0.. (+S)] .. [0: B0.. S]
@@ -28,9 +37,12 @@
 #include <vector>
 
 #include "ipc/control_protocol.h"
-#include "launcher/schedule.h"
 
 namespace up {
+
+enum class ScheduleKind { kSequential, kGPipe, k1F1B };
+// pipeline.schedule's value: sequential | gpipe | 1f1b; UsageError otherwise.
+ScheduleKind ParseScheduleKind(const std::string& name);
 
 struct ChainTurn {
   int stage = 0;  // 0..S-1, in pipeline order
@@ -57,18 +69,20 @@ std::string ValidateChainSchedule(const std::vector<ChainPhase>& phases, int sta
 // backward not yet run): what its memory for activations scales with.
 int ChainMaxInFlight(const std::vector<ChainPhase>& phases, int stage);
 
-// "0[F0 F1] 1[FB0 FB1 S] 0[B0 B1 S]", concurrent turns joined by "|".
-std::string DescribeChainSchedule(const std::vector<ChainPhase>& phases);
+// "0[F0 F1] 1[FB0 FB1 S] 0[B0 B1 S]", concurrent turns joined by "|"; with
+// `names` (one per stage) each stage by its name: "E[F0 F1] D[FB0 FB1 S] ...".
+std::string DescribeChainSchedule(const std::vector<ChainPhase>& phases,
+                                  const std::vector<std::string>& names = {});
+
+// Stage `stage`'s turns, in the order the schedule runs them.
+std::vector<std::vector<ipc::Action>> StageTurns(const std::vector<ChainPhase>& phases, int stage);
 
 // The validation pass after a step through S stages, over a plan of
 // `batches` window batches (each crossing every channel once): taking turns,
 // [0: VF0..VF(k-1)] [1: VF0..VF(k-1)] .. [S-1: VP0..VP(k-1)] [0: VFk..] ..
 // with k = `per_turn` (the rings' slots); overlapped, one phase in which every
-// stage runs all its batches. ValidationSchedule's for S = 2.
+// stage runs all its batches.
 std::vector<ChainPhase> ChainValidationSchedule(int64_t batches, int per_turn, bool overlapped,
                                                 int stages);
-
-// The two-stage schedule as a chain (encoder = stage 0, decoder = stage 1).
-std::vector<ChainPhase> AsChain(const std::vector<Phase>& phases);
 
 }  // namespace up
