@@ -130,41 +130,35 @@ std::string ReplicaKey(const std::string& stage_key, int replica) {
   return replica == 0 ? stage_key : stage_key + ".r" + std::to_string(replica);
 }
 
-PipelineLayout ResolveLayout(const Config& c, int replica) {
+namespace {
+
+// The encoder's cuts: given, or balanced (mirrored: over levels 0..L-1, the
+// bottleneck joining the last part, so every part has skips to mirror).
+std::vector<int> EncoderCuts(const Config& c, int L, int K, bool mirrored) {
   const PipelineConfig& p = c.pipeline;
-  const LevelGeometry g = Geometry(c.model);
-  const int L = g.levels();
-  const bool mirrored = p.placement == "mirrored";
-  PipelineLayout out;
-  out.levels = L;
-  const int K = std::max(1, p.encoder_parts), KD = std::max(1, p.decoder_parts);
-
-  // The encoder's cuts: given, or balanced (mirrored: over levels 0..L-1,
-  // the bottleneck joining the last part, so every part has skips to mirror).
-  const std::vector<StageCounts> enc_counts = EncoderLevelCounts(c);
-  if (!p.encoder_cuts.empty()) {
-    out.encoder_cuts = p.encoder_cuts;
-  } else if (K > 1) {
-    std::vector<int64_t> cost;
-    for (const StageCounts& l : enc_counts) cost.push_back(LevelCost(c, l));
-    if (mirrored && L >= 1) {
-      cost[static_cast<size_t>(L - 1)] += cost.back();
-      cost.pop_back();
-    }
-    out.encoder_cuts = BalancedCuts(
-        cost, K,
-        mirrored ? "config: pipeline.encoder_parts (mirrored: the bottleneck shares level " +
-                       std::to_string(L - 1) + "'s part)"
-                 : "config: pipeline.encoder_parts");
+  if (!p.encoder_cuts.empty()) return p.encoder_cuts;
+  if (K <= 1) return {};
+  std::vector<int64_t> cost;
+  for (const StageCounts& l : EncoderLevelCounts(c)) cost.push_back(LevelCost(c, l));
+  if (mirrored && L >= 1) {
+    cost[static_cast<size_t>(L - 1)] += cost.back();
+    cost.pop_back();
   }
-  const std::vector<PartRange> enc_parts = PartsFromCuts(
-      L + 1, out.encoder_cuts, "config: pipeline.cuts.encoder = " + List(out.encoder_cuts));
+  return BalancedCuts(cost, K,
+                      mirrored ? "config: pipeline.encoder_parts (mirrored: the bottleneck shares "
+                                 "level " +
+                                     std::to_string(L - 1) + "'s part)"
+                               : "config: pipeline.encoder_parts");
+}
 
-  // The decoder's, in run order (position q runs level L-1-q).
-  const std::vector<StageCounts> dec_counts = DecoderLevelCounts(c);
-  if (!p.decoder_cuts.empty()) {
-    out.decoder_cuts = p.decoder_cuts;
-  } else if (mirrored) {
+// The decoder's cuts, in run order (position q runs level L-1-q): given,
+// mirrored from the encoder's parts, or balanced.
+std::vector<int> DecoderCuts(const Config& c, int L, int K, int KD, bool mirrored,
+                             const std::vector<PartRange>& enc_parts) {
+  const PipelineConfig& p = c.pipeline;
+  if (!p.decoder_cuts.empty()) return p.decoder_cuts;
+  std::vector<int> cuts;
+  if (mirrored) {
     if (KD != K) {
       throw UsageError("config: pipeline.placement = \"mirrored\": pipeline.decoder_parts (" +
                        std::to_string(KD) + ") must equal pipeline.encoder_parts (" +
@@ -173,27 +167,23 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
     // Decoder part j mirrors encoder part K-1-j: it runs that part's skip levels.
     for (int j = 1; j < K; ++j) {
       const PartRange& e = enc_parts[static_cast<size_t>(K - j)];  // the part before in run order
-      out.decoder_cuts.push_back(L - e.first);
+      cuts.push_back(L - e.first);
     }
   } else if (KD > 1) {
+    const std::vector<StageCounts> dec_counts = DecoderLevelCounts(c);
     std::vector<int64_t> cost;
     for (int q = 0; q < L; ++q)
       cost.push_back(LevelCost(c, dec_counts[static_cast<size_t>(L - 1 - q)]));
-    out.decoder_cuts = BalancedCuts(cost, KD, "config: pipeline.decoder_parts");
+    cuts = BalancedCuts(cost, KD, "config: pipeline.decoder_parts");
   }
-  const std::vector<PartRange> dec_parts = PartsFromCuts(
-      L, out.decoder_cuts,
-      "config: pipeline.cuts.decoder = " + List(out.decoder_cuts) +
-          " (decoder levels in the order they run, 0 = level " + std::to_string(L - 1) + ")");
-  if (static_cast<int>(enc_parts.size()) != K || static_cast<int>(dec_parts.size()) != KD) {
-    throw UsageError("config: pipeline.cuts = {encoder: " + List(out.encoder_cuts) +
-                     ", decoder: " + List(out.decoder_cuts) + "} makes " +
-                     std::to_string(enc_parts.size()) + " and " + std::to_string(dec_parts.size()) +
-                     " parts, but pipeline.encoder_parts and pipeline.decoder_parts are " +
-                     std::to_string(K) + " and " + std::to_string(KD) +
-                     "; give one cut fewer than parts (or leave the parts out)");
-  }
+  return cuts;
+}
 
+// The stages in pipeline order: the encoder's parts, then the decoder's.
+std::vector<StageSpec> PartStages(int L, const std::vector<PartRange>& enc_parts,
+                                  const std::vector<PartRange>& dec_parts) {
+  const int K = static_cast<int>(enc_parts.size()), KD = static_cast<int>(dec_parts.size());
+  std::vector<StageSpec> stages;
   for (int e = 0; e < K; ++e) {
     StageSpec s;
     s.encoder = true;
@@ -202,7 +192,7 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
     s.parts = K;
     s.lo = enc_parts[static_cast<size_t>(e)].first;
     s.hi = s.lo + enc_parts[static_cast<size_t>(e)].count - 1;
-    out.stages.push_back(s);
+    stages.push_back(s);
   }
   for (int d = 0; d < KD; ++d) {
     StageSpec s;
@@ -213,13 +203,16 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
     const PartRange& r = dec_parts[static_cast<size_t>(d)];
     s.hi = L - 1 - r.first;
     s.lo = s.hi - r.count + 1;
-    out.stages.push_back(s);
+    stages.push_back(s);
   }
-  const int S = K + KD;
+  return stages;
+}
 
-  // Placement: pipeline.devices / pipeline.nodes (S entries; mirrored: the
-  // encoder parts' K), else the two-stage keys.
-  const size_t want = mirrored ? static_cast<size_t>(K) : static_cast<size_t>(S);
+// Placement: pipeline.devices / pipeline.nodes (one per stage; mirrored: the
+// encoder parts' K), else the two-stage keys; replica r's CUDA stages move up
+// by the devices one replica takes.
+void PlaceStages(const PipelineConfig& p, int K, bool mirrored, int replica, PipelineLayout* out) {
+  const size_t want = mirrored ? static_cast<size_t>(K) : out->stages.size();
   const char* how = mirrored
                         ? "one per encoder part (pipeline.placement = \"mirrored\" puts each "
                           "decoder part beside the encoder part whose largest skip it takes)"
@@ -232,11 +225,11 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
     throw UsageError("config: pipeline.nodes has " + std::to_string(p.nodes.size()) +
                      " entries, expected " + std::to_string(want) + ": " + how);
   }
-  for (StageSpec& s : out.stages) {
+  for (StageSpec& s : out->stages) {
     // Mirrored: a decoder part sits with the encoder part that makes its
     // largest skip (its lowest level's).
-    const int from = mirrored && !s.encoder ? out.EncoderStageOf(s.lo) : s.index;
-    const bool as_encoder = out.stages[static_cast<size_t>(from)].encoder;
+    const int from = mirrored && !s.encoder ? out->EncoderStageOf(s.lo) : s.index;
+    const bool as_encoder = out->stages[static_cast<size_t>(from)].encoder;
     s.device = !p.devices.empty() ? p.devices[static_cast<size_t>(from)]
                : as_encoder       ? p.encoder.device
                                   : p.decoder.device;
@@ -253,14 +246,20 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
       return d.size() > 5 ? std::atoi(d.c_str() + 5) : 0;
     };
     int span = 0;
-    for (const StageSpec& s : out.stages) span = std::max(span, cuda_index(s.device) + 1);
-    for (StageSpec& s : out.stages) {
+    for (const StageSpec& s : out->stages) span = std::max(span, cuda_index(s.device) + 1);
+    for (StageSpec& s : out->stages) {
       const int index = cuda_index(s.device);
       if (index >= 0) s.device = "cuda:" + std::to_string(index + replica * span);
     }
   }
+}
 
-  // The tensors, by producer and consumers.
+// The channels: every tensor by its producer and consumers, one channel per
+// pair of stages, each channel's tensors in a fixed order.
+std::vector<StageChannel> WireChannels(const Config& c, const LevelGeometry& g,
+                                       const PipelineLayout& out) {
+  const int L = g.levels();
+  const int S = out.size();
   const int64_t n = MicroBatchSamples(c);
   auto shape = [&](int level, int64_t channels) {
     std::vector<int64_t> sh{n, channels};
@@ -292,13 +291,46 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
     flow(out.DecoderStageOf(i), S - 1,
          {"logits" + std::to_string(i), shape(i, c.model.num_classes)});
   }
+  std::vector<StageChannel> channels;
   for (auto& [ends, tensors] : flows) {
     std::sort(tensors.begin(), tensors.end(), [](const WireTensor& a, const WireTensor& b) {
       return std::make_pair(Category(a.name), IndexOf(a.name)) <
              std::make_pair(Category(b.name), IndexOf(b.name));
     });
-    out.channels.push_back({ends.first, ends.second, std::move(tensors)});
+    channels.push_back({ends.first, ends.second, std::move(tensors)});
   }
+  return channels;
+}
+
+}  // namespace
+
+PipelineLayout ResolveLayout(const Config& c, int replica) {
+  const PipelineConfig& p = c.pipeline;
+  const LevelGeometry g = Geometry(c.model);
+  const int L = g.levels();
+  const bool mirrored = p.placement == "mirrored";
+  PipelineLayout out;
+  out.levels = L;
+  const int K = std::max(1, p.encoder_parts), KD = std::max(1, p.decoder_parts);
+  out.encoder_cuts = EncoderCuts(c, L, K, mirrored);
+  const std::vector<PartRange> enc_parts = PartsFromCuts(
+      L + 1, out.encoder_cuts, "config: pipeline.cuts.encoder = " + List(out.encoder_cuts));
+  out.decoder_cuts = DecoderCuts(c, L, K, KD, mirrored, enc_parts);
+  const std::vector<PartRange> dec_parts = PartsFromCuts(
+      L, out.decoder_cuts,
+      "config: pipeline.cuts.decoder = " + List(out.decoder_cuts) +
+          " (decoder levels in the order they run, 0 = level " + std::to_string(L - 1) + ")");
+  if (static_cast<int>(enc_parts.size()) != K || static_cast<int>(dec_parts.size()) != KD) {
+    throw UsageError("config: pipeline.cuts = {encoder: " + List(out.encoder_cuts) +
+                     ", decoder: " + List(out.decoder_cuts) + "} makes " +
+                     std::to_string(enc_parts.size()) + " and " + std::to_string(dec_parts.size()) +
+                     " parts, but pipeline.encoder_parts and pipeline.decoder_parts are " +
+                     std::to_string(K) + " and " + std::to_string(KD) +
+                     "; give one cut fewer than parts (or leave the parts out)");
+  }
+  out.stages = PartStages(L, enc_parts, dec_parts);
+  PlaceStages(p, K, mirrored, replica, &out);
+  out.channels = WireChannels(c, g, out);
   return out;
 }
 
