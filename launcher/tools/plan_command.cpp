@@ -35,6 +35,298 @@ std::string TrimLine(std::string text) {
   return text;
 }
 
+// Everything `plan` prints, computed once; the table and the JSON read it.
+struct PlanReport {
+  std::string config_path;
+  Config config;
+  int64_t budget = 0;
+  bool measure = true;
+  int64_t probe_voxels = kProbeVoxels;
+  std::optional<LevelTimes> times;
+  std::vector<PlanRow> rows;
+  StageCounts enc, dec;
+  PartsPlan parts;
+  std::vector<double> part_ms;  // each stage's forward and backward, when timed
+  std::optional<PartsPlan> fewest_shared, fewest_own;
+  int64_t floor = 0;
+  Recommendation pick;
+  std::string pick_command;
+
+  double FloorRatio(const PlanRow& r) const {
+    return floor > 0 ? static_cast<double>(r.tensor_estimate()) / static_cast<double>(floor) : 0.0;
+  }
+};
+
+std::vector<std::string> UserSets(const cxxopts::ParseResult& args) {
+  return args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
+                           : std::vector<std::string>{};
+}
+
+// pipeline.balance: time: the levels timed and cut as `train` would; the
+// probes train those cuts (added to `probe_sets`).
+std::optional<LevelTimes> BalanceForPlan(bool quiet, Config* config,
+                                         std::vector<std::string>* probe_sets) {
+  if (!NeedsLevelTimes(*config)) return std::nullopt;
+  if (!quiet)
+    std::fprintf(stderr,
+                 "plan: timing each level on the stages' devices (pipeline.balance: time)\n");
+  std::optional<LevelTimes> times = BalanceByTime(config);
+  auto list = [](const std::vector<int>& v) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    return out + "]";
+  };
+  if (!config->pipeline.encoder_cuts.empty())
+    probe_sets->push_back("pipeline.cuts.encoder=" + list(config->pipeline.encoder_cuts));
+  if (!config->pipeline.decoder_cuts.empty())
+    probe_sets->push_back("pipeline.cuts.decoder=" + list(config->pipeline.decoder_cuts));
+  return times;
+}
+
+// Each row as a way of training, measured at two small patches (the pipeline
+// rows on one shared device, parked); `fits` then follows the measurement.
+void MeasureRows(const PlanReport& r, const std::vector<std::string>& probe_sets, bool quiet,
+                 std::vector<PlanRow>* rows) {
+  std::vector<ProbeWay> ways;
+  for (const PlanRow& row : *rows)
+    ways.push_back({row.name, row.single_process, WaySets(r.config, row.single_process, row.sets)});
+  if (!quiet) std::fprintf(stderr, "plan: measuring %zu ways at two small patches\n", ways.size());
+  const std::vector<ProbedBytes> measured =
+      ProbeTensorBytes(r.config_path, probe_sets, r.config, ways, r.probe_voxels);
+  for (size_t i = 0; i < rows->size(); ++i) {
+    (*rows)[i].tensor_bytes = measured[i].device;
+    (*rows)[i].stage_tensor_bytes = measured[i].stages;
+    (*rows)[i].fits = (*rows)[i].tensor_bytes + (*rows)[i].context_bytes <= r.budget;
+  }
+}
+
+// The command that trains the recommended way: the user's own --set values
+// come along (the way's replace theirs), so it trains what was planned.
+std::string PickCommand(const PlanReport& r, const std::vector<std::string>& user_sets) {
+  std::string command = "unet-pipeline train --config " + r.config_path;
+  if (r.pick.single_process) command += " --single-process";
+  auto key_of = [](const std::string& set) { return set.substr(0, set.find('=')); };
+  for (const std::string& set : user_sets) {
+    const bool replaced =
+        std::any_of(r.pick.sets.begin(), r.pick.sets.end(),
+                    [&](const std::string& s) { return key_of(s) == key_of(set); });
+    if (!replaced) command += " --set " + set;
+  }
+  for (const std::string& set : r.pick.sets) command += " --set " + set;
+  return command;
+}
+
+PlanReport MakePlan(const cxxopts::ParseResult& args) {
+  PlanReport r;
+  const bool quiet = args.count("json") > 0;
+  r.config_path = args["config"].as<std::string>();
+  const std::vector<std::string> user_sets = UserSets(args);
+  r.config = LoadConfig(r.config_path, user_sets);
+  std::vector<std::string> probe_sets = user_sets;
+  r.times = BalanceForPlan(quiet, &r.config, &probe_sets);
+  r.budget = ParseBytes(args["gpu-mem"].as<std::string>());
+  r.rows = PlanMemory(r.config, r.budget);
+  r.enc = EncoderCounts(r.config);
+  r.dec = DecoderCounts(r.config);
+  r.measure = !args.count("no-measure");
+  r.probe_voxels = args["probe-voxels"].as<int64_t>();
+  if (r.probe_voxels < 1) throw UsageError("--probe-voxels must be at least 1");
+  if (r.measure) MeasureRows(r, probe_sets, quiet, &r.rows);
+  r.parts = PlanParts(r.config);
+  r.part_ms = r.times ? PartTimes(*r.times, ResolveLayout(r.config)) : std::vector<double>{};
+  r.fewest_shared = FewestPartsThatFit(r.config, r.budget, true);
+  r.fewest_own = FewestPartsThatFit(r.config, r.budget, false);
+  r.floor = FloorBytes(r.config);
+  r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.budget);
+  r.pick_command = PickCommand(r, user_sets);
+  return r;
+}
+
+std::string FewestJson(const std::optional<PartsPlan>& p, bool shared) {
+  if (!p) return std::string("null");
+  return JsonWriter()
+      .Field("encoder_parts", p->encoder_parts)
+      .Field("decoder_parts", p->decoder_parts)
+      .Field("peak_bytes", shared ? p->shared_device_bytes : p->own_device_bytes)
+      .str();
+}
+
+std::string StagesJson(const PlanReport& r) {
+  std::string stages = "[";
+  for (size_t i = 0; i < r.parts.stages.size(); ++i) {
+    const StagePlan& p = r.parts.stages[i];
+    JsonWriter w;
+    w.Field("stage", p.key)
+        .Field("levels", p.levels)
+        .Field("state_bytes", p.state_bytes)
+        .Field("activation_bytes", p.activation_bytes)
+        .Field("boundary_bytes", p.boundary_bytes)
+        .Field("workspace_bytes", p.workspace_bytes)
+        .Field("turn_bytes", p.turn_bytes)
+        .Field("residue_bytes", p.residue_bytes);
+    if (i < r.part_ms.size()) w.Field("time_ms", r.part_ms[i]);
+    stages += (i ? "," : "") + w.str();
+  }
+  return stages + "]";
+}
+
+std::string RowsJson(const PlanReport& r) {
+  std::string list = "[";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const PlanRow& row = r.rows[i];
+    JsonWriter w;
+    w.Field("name", row.name)
+        .Field("peak_phase", row.peak_phase)
+        .Field("state_bytes", row.state_bytes)
+        .Field("activation_bytes", row.activation_bytes)
+        .Field("boundary_bytes", row.boundary_bytes)
+        .Field("workspace_bytes", row.workspace_bytes)
+        .Field("context_bytes", row.context_bytes)
+        .Field("peak_bytes", row.peak_bytes);
+    if (row.tensor_bytes >= 0) w.Field("tensor_bytes", row.tensor_bytes);
+    if (!row.stage_tensor_bytes.empty()) {
+      JsonWriter st;
+      for (const auto& [key, bytes] : row.stage_tensor_bytes) st.Field(key, bytes);
+      w.Raw("stage_tensor_bytes", st.str());
+    }
+    w.Field("processes", row.processes)
+        .Field("floor_ratio", r.FloorRatio(row))
+        .Field("fits", row.fits);
+    list += (i ? "," : "") + w.str();
+  }
+  return list + "]";
+}
+
+void PrintPlanJson(const PlanReport& r) {
+  std::string sets = "[";
+  for (size_t i = 0; i < r.pick.sets.size(); ++i)
+    sets += (i ? "," : "") + JsonWriter::Quote(r.pick.sets[i]);
+  JsonWriter out;
+  out.Field("budget_bytes", r.budget)
+      .Field("floor_bytes", r.floor)
+      .Raw("recommended", JsonWriter()
+                              .Field("way", r.pick.way)
+                              .Field("fits", r.pick.fits)
+                              .Field("single_process", r.pick.single_process)
+                              .Raw("sets", sets + "]")
+                              .Field("peak_bytes", r.pick.bytes)
+                              .Field("reason", r.pick.reason)
+                              .Field("command", r.pick_command)
+                              .str())
+      .Field("encoder_parameters", r.enc.parameters)
+      .Field("decoder_parameters", r.dec.parameters)
+      .Raw("rows", RowsJson(r))
+      .Raw("stages", StagesJson(r))
+      .Raw("level_times", r.times ? TrimLine(LevelTimesFile(*r.times, r.config)) : "null")
+      .Field("shared_device_bytes", r.parts.shared_device_bytes)
+      .Field("own_device_bytes", r.parts.own_device_bytes)
+      .Raw("fewest_parts", JsonWriter()
+                               .Raw("one_device", FewestJson(r.fewest_shared, true))
+                               .Raw("device_per_stage", FewestJson(r.fewest_own, false))
+                               .str());
+  std::cout << out.str() << std::endl;
+}
+
+// The ways of training: one row each, then the floor and what was measured.
+void PrintWays(const PlanReport& r) {
+  const Config& config = r.config;
+  std::printf(
+      "plan for %s: %d-D, %.1fM parameters (encoder %.1fM, decoder %.1fM), batch %d in %d "
+      "micro-batch(es), %s\n",
+      r.config_path.c_str(), config.model.dims, (r.enc.parameters + r.dec.parameters) / 1e6,
+      r.enc.parameters / 1e6, r.dec.parameters / 1e6, config.train.batch_size,
+      config.train.micro_batches, config.train.precision.c_str());
+  std::printf("device budget %s; context allowance %s per process\n\n",
+              FormatBytes(r.budget).c_str(), FormatBytes(kContextAllowanceBytes).c_str());
+  std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %8s  %-5s %s\n", "", "state", "activations",
+              "boundary", "workspace", "context", "estimate", "measured", "x floor", "fits",
+              "peak during");
+  for (const PlanRow& row : r.rows) {
+    const std::string context =
+        std::to_string(row.processes) + " x " + FormatBytes(row.context_bytes / row.processes);
+    std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %7.1fx  %-5s %s\n", row.name.c_str(),
+                FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
+                FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
+                context.c_str(), FormatBytes(row.peak_bytes).c_str(),
+                row.tensor_bytes >= 0 ? FormatBytes(row.tensor_bytes).c_str() : "-",
+                r.FloorRatio(row), row.fits ? "yes" : "NO", row.peak_phase.c_str());
+  }
+  std::printf(
+      "\nfloor: %s, the largest %s's forward and backward for one sample (x floor: each way's "
+      "tensor bytes over it)\n",
+      FormatBytes(r.floor).c_str(), config.model.kind == "torchscript" ? "level" : "block");
+  if (!r.measure) return;
+  std::printf(
+      "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
+      "runs at\npatches %s and %s extrapolated to this patch (no context); fits: measured + "
+      "context <= budget\n",
+      PatchText(ProbePatches(config, r.probe_voxels)[0]).c_str(),
+      PatchText(ProbePatches(config, r.probe_voxels)[1]).c_str());
+  if (ProbesOnOneThread(config))
+    std::printf(
+        "  the runs use one CPU thread: in bf16, oneDNN's convolutions take scratch for each "
+        "thread, which no card holds\n");
+  for (const PlanRow& row : r.rows) {
+    if (row.stage_tensor_bytes.empty()) continue;
+    std::string stages;
+    for (const auto& [key, bytes] : row.stage_tensor_bytes)
+      stages += (stages.empty() ? "" : ", ") + key + " " + FormatBytes(bytes);
+    std::printf("  %s: %s\n", row.name.c_str(), stages.c_str());
+  }
+}
+
+// This config's stages, the fewest parts that fit, and the recommendation.
+void PrintStages(const PlanReport& r) {
+  const Config& config = r.config;
+  const PartsPlan& parts = r.parts;
+  std::printf(
+      "\nthis config's %zu stages (pipeline.encoder_parts %d, decoder_parts %d, "
+      "activations %s, cuts balancing %s), estimate:\n",
+      parts.stages.size(), parts.encoder_parts, parts.decoder_parts,
+      config.pipeline.activations.c_str(), r.times ? "measured time" : "estimated memory");
+  std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s%s\n", "stage", "levels", "state",
+              "activations", "boundary", "workspace", "turn", "parked",
+              r.times ? "   time (ms)" : "");
+  for (size_t i = 0; i < parts.stages.size(); ++i) {
+    const StagePlan& p = parts.stages[i];
+    std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s", p.key.c_str(), p.levels.c_str(),
+                FormatBytes(p.state_bytes).c_str(), FormatBytes(p.activation_bytes).c_str(),
+                FormatBytes(p.boundary_bytes).c_str(), FormatBytes(p.workspace_bytes).c_str(),
+                FormatBytes(p.turn_bytes).c_str(), FormatBytes(p.residue_bytes).c_str());
+    if (i < r.part_ms.size()) std::printf(" %12.2f", r.part_ms[i]);
+    std::printf("\n");
+  }
+  if (r.times) {
+    std::printf(
+        "  time: one micro-batch's forward and backward through the stage's levels, measured on "
+        "%s (encoder) and %s (decoder)\n",
+        r.times->encoder_device.c_str(), r.times->decoder_device.c_str());
+  }
+  std::printf(
+      "  one device, in turns: %s with %zu contexts (%s); a device per stage: %s each (%s)\n",
+      FormatBytes(parts.shared_device_bytes).c_str(), parts.stages.size(),
+      parts.shared_device_bytes <= r.budget ? "fits" : "does NOT fit",
+      FormatBytes(parts.own_device_bytes).c_str(),
+      parts.own_device_bytes <= r.budget ? "fits" : "does NOT fit");
+  auto fewest_text = [](const std::optional<PartsPlan>& p, bool shared) {
+    if (!p) return std::string("none, even one level per part");
+    return "pipeline.encoder_parts=" + std::to_string(p->encoder_parts) +
+           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (" +
+           FormatBytes(shared ? p->shared_device_bytes : p->own_device_bytes) + ")";
+  };
+  std::printf(
+      "fewest parts that fit %s with activations %s: one device in turns: %s; a device "
+      "per stage: %s\n",
+      FormatBytes(r.budget).c_str(), config.pipeline.activations.c_str(),
+      fewest_text(r.fewest_shared, true).c_str(), fewest_text(r.fewest_own, false).c_str());
+  std::printf(
+      "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
+      "share\n"
+      "the device and park between turns. An estimate from shapes: see docs/DESIGN.md.\n");
+  std::printf("\nrecommended: %s: %s\n  %s\n", r.pick.way.c_str(), r.pick.reason.c_str(),
+              r.pick.fits ? r.pick_command.c_str() : "(nothing to run)");
+}
+
 }  // namespace
 
 int PlanCommand(int argc, char** argv) {
@@ -49,247 +341,14 @@ int PlanCommand(int argc, char** argv) {
       "h,help", "this help");
   const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline plan --help");
   if (!parsed) return 0;
-  const cxxopts::ParseResult& args = *parsed;
-  if (!args.count("config")) throw UsageError("plan needs --config FILE");
-  Config config =
-      LoadConfig(args["config"].as<std::string>(),
-                 args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
-                                   : std::vector<std::string>{});
-  // pipeline.balance: time: the levels timed and cut as `train` would; the
-  // probes train those cuts.
-  std::vector<std::string> probe_sets =
-      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
-                        : std::vector<std::string>{};
-  std::optional<LevelTimes> times;
-  if (NeedsLevelTimes(config)) {
-    if (!args.count("json"))
-      std::fprintf(stderr,
-                   "plan: timing each level on the stages' devices (pipeline.balance: time)\n");
-    times = BalanceByTime(&config);
-    auto list = [](const std::vector<int>& v) {
-      std::string out = "[";
-      for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-      return out + "]";
-    };
-    if (!config.pipeline.encoder_cuts.empty())
-      probe_sets.push_back("pipeline.cuts.encoder=" + list(config.pipeline.encoder_cuts));
-    if (!config.pipeline.decoder_cuts.empty())
-      probe_sets.push_back("pipeline.cuts.decoder=" + list(config.pipeline.decoder_cuts));
+  if (!parsed->count("config")) throw UsageError("plan needs --config FILE");
+  const PlanReport report = MakePlan(*parsed);
+  if (parsed->count("json")) {
+    PrintPlanJson(report);
+  } else {
+    PrintWays(report);
+    PrintStages(report);
   }
-  const int64_t budget = ParseBytes(args["gpu-mem"].as<std::string>());
-  std::vector<PlanRow> rows = PlanMemory(config, budget);
-  const StageCounts enc = EncoderCounts(config), dec = DecoderCounts(config);
-  const bool measure = !args.count("no-measure");
-  const int64_t probe_voxels = args["probe-voxels"].as<int64_t>();
-  if (probe_voxels < 1) throw UsageError("--probe-voxels must be at least 1");
-  if (measure) {
-    // Each row as a way of training; the pipeline rows on one shared device, parked.
-    std::vector<ProbeWay> ways;
-    for (const PlanRow& r : rows)
-      ways.push_back({r.name, r.single_process, WaySets(config, r.single_process, r.sets)});
-    if (!args.count("json"))
-      std::fprintf(stderr, "plan: measuring %zu ways at two small patches\n", ways.size());
-    const std::vector<ProbedBytes> measured =
-        ProbeTensorBytes(args["config"].as<std::string>(), probe_sets, config, ways, probe_voxels);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      rows[i].tensor_bytes = measured[i].device;
-      rows[i].stage_tensor_bytes = measured[i].stages;
-      rows[i].fits = rows[i].tensor_bytes + rows[i].context_bytes <= budget;
-    }
-  }
-
-  const PartsPlan parts = PlanParts(config);
-  // Each stage's forward and backward of a micro-batch, when timed.
-  const std::vector<double> part_ms =
-      times ? PartTimes(*times, ResolveLayout(config)) : std::vector<double>{};
-  const std::optional<PartsPlan> fewest_shared = FewestPartsThatFit(config, budget, true);
-  const std::optional<PartsPlan> fewest_own = FewestPartsThatFit(config, budget, false);
-  const int64_t floor = FloorBytes(config);
-  const Recommendation pick = Recommend(config, rows, fewest_shared, floor, budget);
-  auto floor_ratio = [floor](const PlanRow& r) {
-    return floor > 0 ? static_cast<double>(r.tensor_estimate()) / static_cast<double>(floor) : 0.0;
-  };
-  std::string pick_command = "unet-pipeline train --config " + args["config"].as<std::string>();
-  if (pick.single_process) pick_command += " --single-process";
-  // The user's own --set values come along (the way's replace theirs), so the
-  // command trains what was planned.
-  auto key_of = [](const std::string& set) { return set.substr(0, set.find('=')); };
-  const std::vector<std::string> user_sets =
-      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
-                        : std::vector<std::string>{};
-  for (const std::string& set : user_sets) {
-    const bool replaced =
-        std::any_of(pick.sets.begin(), pick.sets.end(),
-                    [&](const std::string& s) { return key_of(s) == key_of(set); });
-    if (!replaced) pick_command += " --set " + set;
-  }
-  for (const std::string& set : pick.sets) pick_command += " --set " + set;
-  auto fewest_json = [](const std::optional<PartsPlan>& p, bool shared) {
-    if (!p) return std::string("null");
-    return JsonWriter()
-        .Field("encoder_parts", p->encoder_parts)
-        .Field("decoder_parts", p->decoder_parts)
-        .Field("peak_bytes", shared ? p->shared_device_bytes : p->own_device_bytes)
-        .str();
-  };
-
-  if (args.count("json")) {
-    std::string stages = "[";
-    for (size_t i = 0; i < parts.stages.size(); ++i) {
-      const StagePlan& p = parts.stages[i];
-      JsonWriter w;
-      w.Field("stage", p.key)
-          .Field("levels", p.levels)
-          .Field("state_bytes", p.state_bytes)
-          .Field("activation_bytes", p.activation_bytes)
-          .Field("boundary_bytes", p.boundary_bytes)
-          .Field("workspace_bytes", p.workspace_bytes)
-          .Field("turn_bytes", p.turn_bytes)
-          .Field("residue_bytes", p.residue_bytes);
-      if (i < part_ms.size()) w.Field("time_ms", part_ms[i]);
-      stages += (i ? "," : "") + w.str();
-    }
-    std::string list = "[";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      JsonWriter w;
-      w.Field("name", rows[i].name)
-          .Field("peak_phase", rows[i].peak_phase)
-          .Field("state_bytes", rows[i].state_bytes)
-          .Field("activation_bytes", rows[i].activation_bytes)
-          .Field("boundary_bytes", rows[i].boundary_bytes)
-          .Field("workspace_bytes", rows[i].workspace_bytes)
-          .Field("context_bytes", rows[i].context_bytes)
-          .Field("peak_bytes", rows[i].peak_bytes);
-      if (rows[i].tensor_bytes >= 0) w.Field("tensor_bytes", rows[i].tensor_bytes);
-      if (!rows[i].stage_tensor_bytes.empty()) {
-        JsonWriter st;
-        for (const auto& [key, bytes] : rows[i].stage_tensor_bytes) st.Field(key, bytes);
-        w.Raw("stage_tensor_bytes", st.str());
-      }
-      w.Field("processes", rows[i].processes)
-          .Field("floor_ratio", floor_ratio(rows[i]))
-          .Field("fits", rows[i].fits);
-      list += (i ? "," : "") + w.str();
-    }
-    JsonWriter out;
-    std::string sets = "[";
-    for (size_t i = 0; i < pick.sets.size(); ++i)
-      sets += (i ? "," : "") + JsonWriter::Quote(pick.sets[i]);
-    out.Field("budget_bytes", budget)
-        .Field("floor_bytes", floor)
-        .Raw("recommended", JsonWriter()
-                                .Field("way", pick.way)
-                                .Field("fits", pick.fits)
-                                .Field("single_process", pick.single_process)
-                                .Raw("sets", sets + "]")
-                                .Field("peak_bytes", pick.bytes)
-                                .Field("reason", pick.reason)
-                                .Field("command", pick_command)
-                                .str())
-        .Field("encoder_parameters", enc.parameters)
-        .Field("decoder_parameters", dec.parameters)
-        .Raw("rows", list + "]")
-        .Raw("stages", stages + "]")
-        .Raw("level_times", times ? TrimLine(LevelTimesFile(*times, config)) : "null")
-        .Field("shared_device_bytes", parts.shared_device_bytes)
-        .Field("own_device_bytes", parts.own_device_bytes)
-        .Raw("fewest_parts", JsonWriter()
-                                 .Raw("one_device", fewest_json(fewest_shared, true))
-                                 .Raw("device_per_stage", fewest_json(fewest_own, false))
-                                 .str());
-    std::cout << out.str() << std::endl;
-    return 0;
-  }
-  std::printf(
-      "plan for %s: %d-D, %.1fM parameters (encoder %.1fM, decoder %.1fM), batch %d in %d "
-      "micro-batch(es), %s\n",
-      args["config"].as<std::string>().c_str(), config.model.dims,
-      (enc.parameters + dec.parameters) / 1e6, enc.parameters / 1e6, dec.parameters / 1e6,
-      config.train.batch_size, config.train.micro_batches, config.train.precision.c_str());
-  std::printf("device budget %s; context allowance %s per process\n\n", FormatBytes(budget).c_str(),
-              FormatBytes(kContextAllowanceBytes).c_str());
-  std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %8s  %-5s %s\n", "", "state", "activations",
-              "boundary", "workspace", "context", "estimate", "measured", "x floor", "fits",
-              "peak during");
-  for (const PlanRow& r : rows) {
-    const std::string context =
-        std::to_string(r.processes) + " x " + FormatBytes(r.context_bytes / r.processes);
-    std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %7.1fx  %-5s %s\n", r.name.c_str(),
-                FormatBytes(r.state_bytes).c_str(), FormatBytes(r.activation_bytes).c_str(),
-                FormatBytes(r.boundary_bytes).c_str(), FormatBytes(r.workspace_bytes).c_str(),
-                context.c_str(), FormatBytes(r.peak_bytes).c_str(),
-                r.tensor_bytes >= 0 ? FormatBytes(r.tensor_bytes).c_str() : "-", floor_ratio(r),
-                r.fits ? "yes" : "NO", r.peak_phase.c_str());
-  }
-  std::printf(
-      "\nfloor: %s, the largest %s's forward and backward for one sample (x floor: each way's "
-      "tensor bytes over it)\n",
-      FormatBytes(floor).c_str(), config.model.kind == "torchscript" ? "level" : "block");
-  if (measure) {
-    std::printf(
-        "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
-        "runs at\npatches %s and %s extrapolated to this patch (no context); fits: measured + "
-        "context <= budget\n",
-        PatchText(ProbePatches(config, probe_voxels)[0]).c_str(),
-        PatchText(ProbePatches(config, probe_voxels)[1]).c_str());
-    if (ProbesOnOneThread(config))
-      std::printf(
-          "  the runs use one CPU thread: in bf16, oneDNN's convolutions take scratch for each "
-          "thread, which no card holds\n");
-    for (const PlanRow& r : rows) {
-      if (r.stage_tensor_bytes.empty()) continue;
-      std::string stages;
-      for (const auto& [key, bytes] : r.stage_tensor_bytes)
-        stages += (stages.empty() ? "" : ", ") + key + " " + FormatBytes(bytes);
-      std::printf("  %s: %s\n", r.name.c_str(), stages.c_str());
-    }
-  }
-  std::printf(
-      "\nthis config's %zu stages (pipeline.encoder_parts %d, decoder_parts %d, "
-      "activations %s, cuts balancing %s), estimate:\n",
-      parts.stages.size(), parts.encoder_parts, parts.decoder_parts,
-      config.pipeline.activations.c_str(), times ? "measured time" : "estimated memory");
-  std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s%s\n", "stage", "levels", "state",
-              "activations", "boundary", "workspace", "turn", "parked",
-              times ? "   time (ms)" : "");
-  for (size_t i = 0; i < parts.stages.size(); ++i) {
-    const StagePlan& p = parts.stages[i];
-    std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s", p.key.c_str(), p.levels.c_str(),
-                FormatBytes(p.state_bytes).c_str(), FormatBytes(p.activation_bytes).c_str(),
-                FormatBytes(p.boundary_bytes).c_str(), FormatBytes(p.workspace_bytes).c_str(),
-                FormatBytes(p.turn_bytes).c_str(), FormatBytes(p.residue_bytes).c_str());
-    if (i < part_ms.size()) std::printf(" %12.2f", part_ms[i]);
-    std::printf("\n");
-  }
-  if (times) {
-    std::printf(
-        "  time: one micro-batch's forward and backward through the stage's levels, measured on "
-        "%s (encoder) and %s (decoder)\n",
-        times->encoder_device.c_str(), times->decoder_device.c_str());
-  }
-  std::printf(
-      "  one device, in turns: %s with %zu contexts (%s); a device per stage: %s each (%s)\n",
-      FormatBytes(parts.shared_device_bytes).c_str(), parts.stages.size(),
-      parts.shared_device_bytes <= budget ? "fits" : "does NOT fit",
-      FormatBytes(parts.own_device_bytes).c_str(),
-      parts.own_device_bytes <= budget ? "fits" : "does NOT fit");
-  auto fewest_text = [](const std::optional<PartsPlan>& p, bool shared) {
-    if (!p) return std::string("none, even one level per part");
-    return "pipeline.encoder_parts=" + std::to_string(p->encoder_parts) +
-           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (" +
-           FormatBytes(shared ? p->shared_device_bytes : p->own_device_bytes) + ")";
-  };
-  std::printf(
-      "fewest parts that fit %s with activations %s: one device in turns: %s; a device "
-      "per stage: %s\n",
-      FormatBytes(budget).c_str(), config.pipeline.activations.c_str(),
-      fewest_text(fewest_shared, true).c_str(), fewest_text(fewest_own, false).c_str());
-  std::printf(
-      "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
-      "share\n"
-      "the device and park between turns. An estimate from shapes: see docs/DESIGN.md.\n");
-  std::printf("\nrecommended: %s: %s\n  %s\n", pick.way.c_str(), pick.reason.c_str(),
-              pick.fits ? pick_command.c_str() : "(nothing to run)");
   return 0;
 }
 
