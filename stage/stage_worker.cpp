@@ -250,6 +250,161 @@ void JoinC10d(const StageArgs& args, const Config& config, const PipelineLayout&
               args.node_addr, "), rendezvous ", args.store));
 }
 
+// The stage's place in the run: the config, its replica, the layout and
+// which stage of it this process is.
+StageContext StageContextOf(const StageArgs& args, const std::string& stage) {
+  StageContext ctx;
+  ctx.config = LoadConfig(args.config, {});
+  const int replicas = ctx.config.pipeline.replicas;
+  if (args.replica < 0 || args.replica >= replicas) {
+    throw UsageError(Str("--replica ", args.replica, ": this run has pipeline.replicas = ",
+                         replicas, " (0 to ", replicas - 1, ")"));
+  }
+  if (replicas > 1 && args.store.empty())
+    throw UsageError(stage +
+                     "_proc needs --store with pipeline.replicas > 1 (unet-pipeline gives it)");
+  ctx.replica = args.replica;
+  ctx.layout = ResolveLayout(ctx.config, args.replica_slot >= 0 ? args.replica_slot : args.replica);
+  ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", args.part - 1, "--part");
+  return ctx;
+}
+
+// The stage's device, with the memory limits the run sets on it.
+torch::Device OpenDevice(const StageArgs& args, const StageContext& ctx, const std::string& name) {
+  const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
+  const torch::Device device = ParseDevice(spec.device, spec.device_key);
+  ApplyMemoryCapFromEnv(device);
+  ApplyMemoryBudget(device, ctx.config.train.memory_budget);
+  if (!args.device_budget.empty() && !device.is_cuda()) {
+    // Mapped until the process exits: every tensor charged to it is freed
+    // before then, and some only at exit.
+    static auto* budget = new DeviceBudgetSegment(DeviceBudgetSegment::Open(args.device_budget));
+    UseDeviceBudget(budget->get());
+  }
+  if (ctx.config.pipeline.transport == "cuda_ipc" && !device.is_cuda()) {
+    throw UsageError("pipeline.transport = cuda_ipc: the " + name + " runs on " + spec.device +
+                     "; CUDA IPC needs every stage on a CUDA device (or use shm)");
+  }
+  return device;
+}
+
+// One pair of endpoints per channel that touches this stage, observed for
+// recording, and what they run on. Members are destroyed in reverse order:
+// the observers before the transports they wrap, the rings last.
+struct StageEndpoints {
+  std::vector<std::unique_ptr<ShmRing>> rings;
+  std::vector<std::unique_ptr<TensorSender>> senders;
+  std::vector<std::unique_ptr<TensorReceiver>> receivers;
+  std::vector<std::unique_ptr<LateTransport>> late;  // c10d: joined after the handshake
+  std::vector<int> channel_index;
+  std::unique_ptr<StageRecorder> recorder;
+  std::vector<std::unique_ptr<ObservedSender>> observed_senders;
+  std::vector<std::unique_ptr<ObservedReceiver>> observed_receivers;
+};
+
+// Opens the endpoints (the rings the launcher made, or c10d forwarders) and
+// hands the observed ones to `ctx.channels`.
+void OpenEndpoints(const StageArgs& args, const torch::Device& device, const RunId& run_id,
+                   const std::string& key, StageContext* ctx, StageEndpoints* e) {
+  for (size_t c = 0; c < ctx->layout.channels.size(); ++c) {
+    const StageChannel& ch = ctx->layout.channels[c];
+    if (ch.from != ctx->stage && ch.to != ctx->stage) continue;
+    e->channel_index.push_back(static_cast<int>(c));
+    if (!args.c10d.empty()) {
+      e->late.push_back(std::make_unique<LateTransport>());
+      e->receivers.push_back(std::make_unique<LateReceiver>(*e->late.back()));
+      e->senders.push_back(std::make_unique<LateSender>(*e->late.back()));
+      continue;
+    }
+    // Into this stage: forward in, gradients out; out of it: the reverse.
+    const bool downstream = ch.from == ctx->stage;
+    ShmRing* send_ring =
+        e->rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, downstream), run_id))
+            .get();
+    ShmRing* recv_ring =
+        e->rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, !downstream), run_id))
+            .get();
+    if (ctx->config.pipeline.transport == "cuda_ipc") {
+      e->senders.push_back(MakeCudaIpcSender(*send_ring, device.index()));
+      e->receivers.push_back(MakeCudaIpcReceiver(*recv_ring, device.index()));
+    } else {
+      e->senders.push_back(std::make_unique<ShmTensorSender>(*send_ring));
+      e->receivers.push_back(std::make_unique<ShmTensorReceiver>(*recv_ring));
+      if (device.is_cuda()) {
+        // Pinned once per process, so device copies from and into the rings run at full speed.
+        RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
+        RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
+      }
+    }
+  }
+  if (!args.record.empty()) {
+    e->recorder = std::make_unique<StageRecorder>(args.record, key, args.record_steps,
+                                                  ctx->layout.channels.size());
+  }
+  for (size_t i = 0; i < e->channel_index.size(); ++i) {
+    e->observed_senders.push_back(
+        std::make_unique<ObservedSender>(*e->senders[i], e->recorder.get(), e->channel_index[i]));
+    e->observed_receivers.push_back(std::make_unique<ObservedReceiver>(*e->receivers[i]));
+    ctx->channels.push_back({e->channel_index[i], e->observed_senders.back().get(),
+                             e->observed_receivers.back().get()});
+  }
+}
+
+// The handshake: Hello with what the launcher checks, then Welcome (with a
+// stage file to resume from, on a node without the run folder) or Reject.
+// False when rejected.
+bool Handshake(const StageArgs& args, const StageContext& ctx, const std::string& key,
+               double timeout_s, StageWorker& worker, ControlChannel& control) {
+  Hello hello;
+  hello.stage = key;
+  hello.parameter_positions = worker.ParameterPositions();
+  hello.pid = getpid();
+  hello.config_sha256 = Sha256Hex(DumpConfig(ctx.config));
+  hello.boundary_signature = worker.BoundarySignature();
+  control.Send(Encode(hello));
+  ControlMessage answer = control.Receive(After(timeout_s));
+  if (answer.type == static_cast<uint32_t>(MsgType::kReject)) {
+    // The launcher reports the reason as its error line; it needs no echo.
+    LogDebug("rejected by the launcher: " + DecodeReject(answer));
+    return false;
+  }
+  ExpectType(answer, MsgType::kWelcome, "launcher");
+  if (DecodeWelcome(answer)) {  // resume on a node without the run folder
+    if (args.scratch.empty())
+      throw RuntimeError("the launcher sent a stage file without --scratch");
+    const std::string path = args.scratch + "/resume.pt";
+    ReceiveFile(control, path, kMaxStageFileBytes, After(timeout_s));
+    worker.Load(path);
+    std::remove(path.c_str());
+  }
+  return true;
+}
+
+// The stage's failure as the launcher's one error line (it reports what it
+// is told); printed here only when nobody else will. Returns the exit code.
+int ReportFailure(const std::exception& e, const std::string& stage, const std::string& key,
+                  const std::string& name, const std::optional<Config>& config,
+                  std::optional<ControlChannel>& control) {
+  int code = 1;
+  std::string what = e.what();
+  if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+  if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e); oom && config)
+    what = OutOfMemoryLine(name == stage ? stage + " stage" : name, *oom, *config, false);
+  what = what.substr(0, what.find('\n'));
+  bool told = false;
+  if (control) {
+    try {
+      control->Send(Encode(Failure{code, what}));
+      told = true;
+    } catch (const std::exception&) {
+      // The launcher is gone.
+    }
+  }
+  if (!told) std::cerr << "[" << key << "] error: " << what << std::endl;
+  return code;
+}
+
 }  // namespace
 
 int StageMain(int argc, char** argv, const std::string& stage, const WorkerFactory& factory) {
@@ -264,21 +419,9 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   std::string name = stage;      // "decoder part 2 of 3": messages
   try {
     const StageArgs args = ParseArgs(argc, argv, stage);
-    StageContext ctx;
-    ctx.config = LoadConfig(args.config, {});
+    StageContext ctx = StageContextOf(args, stage);
     config = ctx.config;
     const int replicas = ctx.config.pipeline.replicas;
-    if (args.replica < 0 || args.replica >= replicas) {
-      throw UsageError(Str("--replica ", args.replica, ": this run has pipeline.replicas = ",
-                           replicas, " (0 to ", replicas - 1, ")"));
-    }
-    if (replicas > 1 && args.store.empty())
-      throw UsageError(stage +
-                       "_proc needs --store with pipeline.replicas > 1 (unet-pipeline gives it)");
-    ctx.replica = args.replica;
-    ctx.layout =
-        ResolveLayout(ctx.config, args.replica_slot >= 0 ? args.replica_slot : args.replica);
-    ctx.stage = StageIndexOf(ctx.layout, stage == "encoder", args.part - 1, "--part");
     const StageSpec& spec = ctx.layout.stages[static_cast<size_t>(ctx.stage)];
     key = ReplicaKey(spec.Key(), args.replica);
     name = spec.Name() + (replicas > 1 ? Str(" of replica ", args.replica) : "");
@@ -293,100 +436,18 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     control->set_peer_name("launcher");
 
     const RunId run_id = RunId::FromHex(args.run_id);
-    const torch::Device device = ParseDevice(spec.device, spec.device_key);
-    ApplyMemoryCapFromEnv(device);
-    ApplyMemoryBudget(device, ctx.config.train.memory_budget);
-    if (!args.device_budget.empty() && !device.is_cuda()) {
-      // Mapped until the process exits: every tensor charged to it is freed
-      // before then, and some only at exit.
-      static auto* budget = new DeviceBudgetSegment(DeviceBudgetSegment::Open(args.device_budget));
-      UseDeviceBudget(budget->get());
-    }
-    if (ctx.config.pipeline.transport == "cuda_ipc" && !device.is_cuda()) {
-      throw UsageError("pipeline.transport = cuda_ipc: the " + name + " runs on " + spec.device +
-                       "; CUDA IPC needs every stage on a CUDA device (or use shm)");
-    }
-    // One pair of endpoints per channel that touches this stage.
-    std::vector<std::unique_ptr<ShmRing>> rings;
-    std::vector<std::unique_ptr<TensorSender>> senders;
-    std::vector<std::unique_ptr<TensorReceiver>> receivers;
-    std::vector<std::unique_ptr<LateTransport>> late;  // c10d: joined after the handshake
-    std::vector<int> channel_index;
-    for (size_t c = 0; c < ctx.layout.channels.size(); ++c) {
-      const StageChannel& ch = ctx.layout.channels[c];
-      if (ch.from != ctx.stage && ch.to != ctx.stage) continue;
-      channel_index.push_back(static_cast<int>(c));
-      if (!args.c10d.empty()) {
-        late.push_back(std::make_unique<LateTransport>());
-        receivers.push_back(std::make_unique<LateReceiver>(*late.back()));
-        senders.push_back(std::make_unique<LateSender>(*late.back()));
-        continue;
-      }
-      // Into this stage: forward in, gradients out; out of it: the reverse.
-      const bool downstream = ch.from == ctx.stage;
-      ShmRing* send_ring =
-          rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, downstream), run_id))
-              .get();
-      ShmRing* recv_ring =
-          rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, !downstream), run_id))
-              .get();
-      if (ctx.config.pipeline.transport == "cuda_ipc") {
-        senders.push_back(MakeCudaIpcSender(*send_ring, device.index()));
-        receivers.push_back(MakeCudaIpcReceiver(*recv_ring, device.index()));
-      } else {
-        senders.push_back(std::make_unique<ShmTensorSender>(*send_ring));
-        receivers.push_back(std::make_unique<ShmTensorReceiver>(*recv_ring));
-        if (device.is_cuda()) {
-          // Pinned once per process, so device copies from and into the rings run at full speed.
-          RegisterHostMemory(send_ring->base(), send_ring->mapped_bytes());
-          RegisterHostMemory(recv_ring->base(), recv_ring->mapped_bytes());
-        }
-      }
-    }
-    std::unique_ptr<StageRecorder> recorder;
-    if (!args.record.empty()) {
-      recorder = std::make_unique<StageRecorder>(args.record, key, args.record_steps,
-                                                 ctx.layout.channels.size());
-    }
-    std::vector<std::unique_ptr<ObservedSender>> observed_senders;
-    std::vector<std::unique_ptr<ObservedReceiver>> observed_receivers;
-    for (size_t i = 0; i < channel_index.size(); ++i) {
-      observed_senders.push_back(
-          std::make_unique<ObservedSender>(*senders[i], recorder.get(), channel_index[i]));
-      observed_receivers.push_back(std::make_unique<ObservedReceiver>(*receivers[i]));
-      ctx.channels.push_back(
-          {channel_index[i], observed_senders.back().get(), observed_receivers.back().get()});
-    }
+    const torch::Device device = OpenDevice(args, ctx, name);
+    StageEndpoints endpoints;
+    OpenEndpoints(args, device, run_id, key, &ctx, &endpoints);
     torch::set_num_threads(ctx.config.train.threads);
 
     std::unique_ptr<StageWorker> worker = factory(ctx);
     LogInfo(Str(name, " up (", spec.LevelsText(), "): pid ", getpid(), ", device ", device.str(),
                 ", transport ", ctx.config.pipeline.transport, ", run id ", args.run_id));
-    Hello hello;
-    hello.stage = key;
-    hello.parameter_positions = worker->ParameterPositions();
-    hello.pid = getpid();
-    hello.config_sha256 = Sha256Hex(DumpConfig(ctx.config));
-    hello.boundary_signature = worker->BoundarySignature();
-    control->Send(Encode(hello));
-    ControlMessage answer = control->Receive(After(timeout_s));
-    if (answer.type == static_cast<uint32_t>(MsgType::kReject)) {
-      // The launcher reports the reason as its error line; it needs no echo.
-      LogDebug("rejected by the launcher: " + DecodeReject(answer));
-      return 2;
-    }
-    ExpectType(answer, MsgType::kWelcome, "launcher");
-    if (DecodeWelcome(answer)) {  // resume on a node without the run folder
-      if (args.scratch.empty())
-        throw RuntimeError("the launcher sent a stage file without --scratch");
-      const std::string path = args.scratch + "/resume.pt";
-      ReceiveFile(*control, path, kMaxStageFileBytes, After(timeout_s));
-      worker->Load(path);
-      std::remove(path.c_str());
-    }
+    if (!Handshake(args, ctx, key, timeout_s, *worker, *control)) return 2;
     if (!args.load.empty()) worker->Load(args.load);
-    if (!late.empty())
-      JoinC10d(args, ctx.config, ctx.layout, ctx.stage, device, run_id.Hex(), late);
+    if (!endpoints.late.empty())
+      JoinC10d(args, ctx.config, ctx.layout, ctx.stage, device, run_id.Hex(), endpoints.late);
     if (replicas > 1) {
       worker->JoinReplicas({args.store, run_id.Hex(), spec.Key(),
                             args.node_addr.empty() ? "127.0.0.1" : args.node_addr, args.replica,
@@ -394,8 +455,9 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     }
     ApplyTestHooks(key, *worker);
     TestHookPoint(key, "hello");
+    StageRecorder* recorder = endpoints.recorder.get();
     if (recorder) {
-      worker->on_loss = [&recorder](int64_t step, int mb, double loss) {
+      worker->on_loss = [recorder](int64_t step, int mb, double loss) {
         recorder->Loss(step, mb, loss);
       };
     }
@@ -403,7 +465,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
 
     // Between turns a stage waits while the other stage computes a whole
     // turn, so its limit is longer than one turn's.
-    Serve(key, *worker, *control, 2 * timeout_s + 60, recorder.get(), device, args.scratch);
+    Serve(key, *worker, *control, 2 * timeout_s + 60, recorder, device, args.scratch);
     StopTracing();
     return 0;
   } catch (const PeerGoneError& e) {
@@ -411,26 +473,7 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
     std::cerr << "[" << key << "] stopping: " << e.what() << std::endl;
     return 1;
   } catch (const std::exception& e) {
-    int code = 1;
-    std::string what = e.what();
-    if (const auto* err = dynamic_cast<const Error*>(&e)) code = err->exit_code();
-    if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
-    if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e); oom && config)
-      what = OutOfMemoryLine(name == stage ? stage + " stage" : name, *oom, *config, false);
-    what = what.substr(0, what.find('\n'));
-    // The launcher reports what it is told, as its one error line; the stage
-    // prints the error itself only when nobody else will.
-    bool told = false;
-    if (control) {
-      try {
-        control->Send(Encode(Failure{code, what}));
-        told = true;
-      } catch (const std::exception&) {
-        // The launcher is gone.
-      }
-    }
-    if (!told) std::cerr << "[" << key << "] error: " << what << std::endl;
-    return code;
+    return ReportFailure(e, stage, key, name, config, control);
   }
 }
 
