@@ -3,36 +3,13 @@
 
 #include <torch/torch.h>
 
-#include <cstring>
-#include <ctime>
-#include <cxxopts.hpp>
-#include <filesystem>
 #include <iostream>
 
 #include "bench/bench_cli.h"
-#include "common/base/command_line.h"
 #include "common/base/errors.h"
-#include "common/base/fs_util.h"
-#include "common/base/logging.h"
-#include "common/config/config_file.h"
-#include "common/data/dataset.h"
-#include "common/data/validation_split.h"
 #include "common/device/device_memory.h"
 #include "common/device/tensor_accounting.h"
-#include "common/formats/plot_svg.h"
-#include "common/model/bundle_unet.h"
-#include "common/nnunet/nnunet_export.h"
-#include "common/nnunet/nnunet_import.h"
-#include "common/nnunet/nnunet_layout.h"
-#include "common/nnunet/nnunet_validation.h"
-#include "common/run/run_dir.h"
-#include "common/training/checkpoint.h"
-#include "launcher/launch_env.h"
-#include "launcher/node_agent.h"
-#include "launcher/pipeline.h"
-#include "launcher/single_process.h"
-#include "launcher/stop_signal.h"
-#include "launcher/time_balance.h"
+#include "launcher/cli/train_command.h"
 #include "launcher/tools/batches_command.h"
 #include "launcher/tools/check.h"
 #include "launcher/tools/export_command.h"
@@ -44,8 +21,6 @@
 
 namespace up {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
     "usage: unet-pipeline <command> [options]\n"
@@ -73,265 +48,6 @@ int Version() {
   return 0;
 }
 
-std::string DefaultOut(const std::string& config_path) {
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
-  const std::string stem = config_path.empty() ? "run" : fs::path(config_path).stem().string();
-  return (fs::path("runs") / (stem + "-" + stamp)).string();
-}
-
-// Every device this node's processes would use exists (single-process: the
-// encoder's, which runs the whole model), checked like the data before the
-// run folder is made: `cuda` on a machine without one is one line, exit 2.
-void CheckDevices(const Config& config, bool single_process, int node = 0, int nnodes = 1) {
-  if (single_process) {
-    ParseDevice(config.pipeline.encoder.device, "pipeline.stages.encoder.device");
-    return;
-  }
-  CheckStageDevices(config, node, nnodes);
-}
-
-// Every file of a folder or NIfTI dataset is checked here, before the run
-// folder is made or any process starts: a bad file is one line and exit 2.
-// 2-D folder images are small, so each pair is read whole (a file truncated
-// after its header is caught too); NIfTI volumes are checked by their headers.
-// What a run reads besides its config, checked before any process starts:
-// the bundle's level files (torchscript) and the dataset.
-void CheckData(const Config& config) {
-  if (config.model.kind == "torchscript") CheckBundleLevels(config.model);
-  if (config.data.kind == "synthetic" && !config.data.HasValidation()) return;
-  if (config.data.kind == "nnunet") ImportNnunetData(config);  // once; later runs reuse it
-  const std::unique_ptr<Dataset> data = MakeDataset(config);   // the training cases
-  if (config.data.kind == "folder") {
-    for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
-  }
-  const std::unique_ptr<ValidationSet> val = MakeValidationSet(config);  // its split, checked
-  const int64_t held = val ? val->cases->size() : 0;
-  LogInfo(
-      Str("data: ", data->size(), " samples for training",
-          val ? Str(", ", held, " for validation (", val->plan.size(), " window batches a pass)")
-              : std::string(),
-          " in ",
-          config.data.kind == "nnunet" ? config.data.cache
-          : config.data.path.empty()   ? config.data.kind
-                                       : config.data.path));
-}
-
-int Train(int argc, char** argv) {
-  cxxopts::Options options("unet-pipeline train",
-                           "Train a U-Net split into encoder and decoder stages.");
-  options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
-      "set", "override a key: --set key.path=value (repeatable)",
-      cxxopts::value<std::vector<std::string>>())(
-      "out", "run folder (default runs/<config>-<time>)", cxxopts::value<std::string>())(
-      "resume", "continue the run in this folder from its newest checkpoint",
-      cxxopts::value<std::string>())("single-process",
-                                     "train the whole U-Net in this process (the reference)")(
-      "record", "pipeline: record boundary tensors, losses and weights into DIR",
-      cxxopts::value<std::string>())("record-steps", "steps to record (the first N)",
-                                     cxxopts::value<int>()->default_value("1"))(
-      "trace", "pipeline: write a Chrome trace (JSON) to FILE", cxxopts::value<std::string>())(
-      "nnodes", "machines the run spans (1 to the number of stages; torchrun-style)",
-      cxxopts::value<int>()->default_value("1"))(
-      "node-rank", "this machine's rank: 0 drives the run and writes the run folder",
-      cxxopts::value<int>()->default_value("0"))(
-      "master-addr", "node 0's address (the c10d rendezvous and the stages' control)",
-      cxxopts::value<std::string>()->default_value("127.0.0.1"))(
-      "master-port", "node 0's rendezvous port (0: any free port, one machine only)",
-      cxxopts::value<int>()->default_value("0"))(
-      "node-addr", "this machine's address for c10d (default: the one that reaches node 0)",
-      cxxopts::value<std::string>()->default_value(""))("v,verbose", "more log output")(
-      "q,quiet", "only warnings and errors")("h,help", "this help");
-  const auto parsed = ParseCommandLine(options, argc, argv, "unet-pipeline train --help");
-  if (!parsed) return 0;
-  const cxxopts::ParseResult& args = *parsed;
-  InitLogging("launcher", VerbosityOf(args));
-  const std::vector<std::string> overrides =
-      args.count("set") ? RejoinOverrides(args["set"].as<std::vector<std::string>>())
-                        : std::vector<std::string>{};
-
-  NodeOptions nodes;
-  nodes.nnodes = args["nnodes"].as<int>();
-  nodes.node_rank = args["node-rank"].as<int>();
-  nodes.master_addr = args["master-addr"].as<std::string>();
-  nodes.master_port = args["master-port"].as<int>();
-  nodes.node_addr = args["node-addr"].as<std::string>();
-  // Started by torchrun or srun: their variables say where this machine
-  // stands, unless the flags do.
-  bool from_env = false;
-  if (!args.count("nnodes") && !args.count("node-rank")) {
-    if (const auto env = ReadLaunchEnvironment(ProcessEnvironment())) {
-      from_env = true;
-      nodes.nnodes = env->nodes.nnodes;
-      nodes.node_rank = env->nodes.node_rank;
-      nodes.master_addr = env->nodes.master_addr;
-      nodes.master_port = env->nodes.master_port;
-      nodes.store_exists = env->store_exists;
-      LogInfo(Str("launch: ", env->source, " makes this node ", nodes.node_rank, " of ",
-                  nodes.nnodes,
-                  nodes.nnodes > 1 ? Str(", node 0 at ", nodes.master_addr, ":", nodes.master_port,
-                                         env->store_exists ? " (its store)" : "")
-                                   : std::string()));
-    }
-  }
-  if (nodes.nnodes != 1 &&
-      (args.count("single-process") || args.count("record") || args.count("trace"))) {
-    throw UsageError("--nnodes " + std::to_string(nodes.nnodes) +
-                     ": --single-process, --record and --trace run on one machine; drop them");
-  }
-  if (nodes.node_rank > 0) {
-    // Another node: start this node's stage(s); node 0 drives and keeps the run folder.
-    if (args.count("resume")) {
-      throw UsageError(
-          "--resume goes to node 0 only (it sends this node its stage files); "
-          "start node " +
-          std::to_string(nodes.node_rank) + " with --config and --set as before");
-    }
-    if (!args.count("config")) throw UsageError("train needs --config FILE");
-    const std::string path = args["config"].as<std::string>();
-    Config config = LoadConfig(path, overrides);
-    const AutoDevices auto_devices = ResolveAutoDevicesHere(&config);
-    if (!auto_devices.why.empty()) LogInfo(auto_devices.why);
-    CheckDevices(config, false, nodes.node_rank, nodes.nnodes);
-    CheckData(config);  // this node's copy of the data
-    StopSignals stop;
-    // Every node of a torchrun or srun launch gets the same --out: the
-    // others log into its node<N> folder (inside node 0's run folder when
-    // the file system is shared).
-    const std::string node = "node" + std::to_string(nodes.node_rank);
-    return RunNodeAgent(config, nodes,
-                        !args.count("out") ? DefaultOut(path) + "-" + node
-                        : from_env         ? args["out"].as<std::string>() + "/" + node
-                                           : args["out"].as<std::string>());
-  }
-
-  Config config;
-  std::optional<CheckpointRef> resume;
-  std::optional<RunDir> run;
-  std::string device_note;   // how `auto` was resolved, the log's first line
-  bool made_folder = false;  // the run folder is this run's own (not --resume, not a user's)
-  std::optional<LevelTimes> level_times;  // pipeline.balance: time
-  const bool single_process = args.count("single-process") > 0;
-  if (args.count("resume")) {
-    if (args.count("config") || args.count("out")) {
-      throw UsageError(
-          "--resume DIR takes the config and run folder from DIR; drop --config/--out");
-    }
-    const std::string dir = args["resume"].as<std::string>();
-    config = RunDir::LoadConfigOf(dir, overrides);
-    device_note = ResolveAutoDevicesHere(&config).why;  // an --set ...device=auto
-    CheckDevices(config, single_process, 0, nodes.nnodes);
-    CheckData(config);
-    resume = FindLatestCheckpoint(dir, config, [](const std::string& w) { LogWarn(w); });
-    if (!resume)
-      throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
-    if (resume->step > config.train.steps) {
-      throw UsageError("--resume " + dir + ": the newest checkpoint is at step " +
-                       std::to_string(resume->step) + " but train.steps = " +
-                       std::to_string(config.train.steps) + "; raise it with --set train.steps=N");
-    }
-    run.emplace(RunDir::Reopen(dir, config, resume->step));
-  } else {
-    if (!args.count("config")) throw UsageError("train needs --config FILE (or --resume DIR)");
-    const std::string path = args["config"].as<std::string>();
-    config = LoadConfig(path, overrides);
-    device_note = ResolveAutoDevicesHere(&config).why;
-    CheckDevices(config, single_process, 0,
-                 nodes.nnodes);  // before the run folder: a missing GPU leaves none
-    CheckData(config);
-    // pipeline.balance: time: the cuts the config leaves open, from the
-    // levels timed on the stages' devices, before the run's config is written.
-    if (!single_process) level_times = BalanceByTime(&config);
-    const std::string out = args.count("out") ? args["out"].as<std::string>() : DefaultOut(path);
-    std::error_code ec;
-    made_folder = !fs::exists(out, ec);
-    run.emplace(RunDir::Create(out, config));
-    KeepNnunetPlans(run->path(), config);  // for `export --format nnunet`
-    if (level_times) {
-      WriteFileAtomic((fs::path(run->path()) / "level_times.json").string(),
-                      LevelTimesFile(*level_times, config));
-    }
-  }
-  torch::set_num_threads(config.train.threads);
-  AddLogFile((fs::path(run->path()) / "launcher.log").string());
-  if (!device_note.empty()) LogInfo(device_note);
-  LogInfo(Str("run folder ", run->path()));
-  if (level_times) LogInfo(DescribeTimeBalance(*level_times, config));
-
-  DebugOutputs debug;
-  if (args.count("record")) debug.record_dir = args["record"].as<std::string>();
-  debug.record_steps = args["record-steps"].as<int>();
-  if (args.count("trace")) debug.trace_file = args["trace"].as<std::string>();
-  debug.verbosity = args.count("quiet") ? "-q" : args.count("verbose") ? "-v" : "";
-  if (args.count("single-process") && (args.count("record") || args.count("trace")))
-    throw UsageError("--record and --trace are for the pipeline; drop --single-process");
-  StopSignals stop;
-  TrainSummary s;
-  try {
-    s = args.count("single-process") ? RunSingleProcess(config, *run, resume)
-                                     : RunPipeline(config, *run, resume, debug, nodes);
-  } catch (const Error& e) {
-    if (const int sig = StopSignals::requested()) {
-      throw Error(
-          Str("stopped at once by ", strsignal(sig), " (", e.what(), "); the newest checkpoint in ",
-              run->path(), " is intact: continue with --resume ", run->path()),
-          128 + sig);
-    }
-    // A failure while running loses nothing already saved: say where it is.
-    std::optional<CheckpointRef> saved;
-    try {
-      saved = FindLatestCheckpoint(run->path(), config, [](auto&) {});
-    } catch (const Error&) {
-      // Only a hint: the original error is what matters.
-    }
-    // A config refused before the first step (exit 2) leaves no run folder
-    // behind when it made one: nothing in it is worth keeping.
-    if (e.exit_code() == 2 && made_folder && !saved) {
-      std::error_code ec;
-      fs::remove_all(run->path(), ec);
-      throw;
-    }
-    if (e.exit_code() != 1) saved.reset();
-    if (saved) {
-      throw RuntimeError(Str(e.what(), "; checkpoint step-", saved->step,
-                             " is intact: continue with --resume ", run->path()));
-    }
-    throw;
-  }
-  try {
-    LogInfo("curves: " + WriteTrainingCurves(run->path()));
-  } catch (const Error& e) {  // the run itself succeeded: say so, keep its exit code
-    LogWarn(Str("no curves written: ", e.what()));
-  }
-  if (const int sig = StopSignals::requested(); sig && s.steps < config.train.steps) {
-    std::cerr << "unet-pipeline: stopped by " << strsignal(sig) << " after step " << s.steps
-              << " (checkpointed); continue with --resume " << run->path() << std::endl;
-    return 128 + sig;
-  }
-  LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
-              " samples/s, param_digest ", s.param_digest));
-  if (config.data.kind == "nnunet") {
-    const std::string fold = WriteNnunetResults(run->path(), config);
-    LogInfo(Str("nnU-Net: fold filed in ", fold, "; predict with nnUNetv2_predict -i IN -o OUT -d ",
-                fs::path(config.data.dataset).filename().string(), " -c ",
-                config.data.configuration, " -f ", config.data.fold, " -tr ", kNnunetResultsTrainer,
-                config.data.plans != "nnUNetPlans" ? " -p " + config.data.plans : "",
-                config.data.results.empty()
-                    ? " (set nnUNet_results to this folder's nnUNet_results)"
-                    : ""));
-    if (config.data.fold != "all" && config.validate.nnunet != "off") {
-      LogInfo(Str("nnU-Net: validating fold ", config.data.fold,
-                  "'s held-out cases with nnU-Net's predictor, as nnUNetTrainer does at its end"));
-      const NnunetValidation v = WriteNnunetValidation(fold, run->path(), config);
-      LogInfo(Str("nnU-Net: validation of ", v.cases, " cases in ", v.folder,
-                  ": mean foreground Dice ", v.foreground_dice,
-                  " (summary.json; nnUNetv2_find_best_configuration reads it)"));
-    }
-  }
-  return 0;
-}
-
 }  // namespace
 
 int LauncherMain(int argc, char** argv) {
@@ -347,7 +63,7 @@ int LauncherMain(int argc, char** argv) {
       std::cout << kUsage << std::endl;
       return 0;
     }
-    if (command == "train") return Train(argc - 1, argv + 1);
+    if (command == "train") return TrainCommand(argc - 1, argv + 1);
     if (command == "plan") return PlanCommand(argc - 1, argv + 1);
     if (command == "check") return CheckMain(argc - 1, argv + 1);
     if (command == "inspect") return InspectMain(argc - 1, argv + 1);
