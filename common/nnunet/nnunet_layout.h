@@ -26,7 +26,7 @@ struct NnunetDataset {
   int id = 0;                              // 1
   std::string dir;                         // preprocessed/name
   std::string plans;                       // nnUNetPlans
-  std::string plans_file;                  // dir/plans.json
+  std::string plans_file;                  // dir/<plans>.json
   std::string configuration;               // 3d_fullres
   std::string data_identifier;             // nnUNetPlans_3d_fullres
   std::string data_dir;                    // dir/data_identifier

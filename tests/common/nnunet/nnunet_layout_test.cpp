@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/base/errors.h"
+#include "tests/common/nnunet/nnunet_test_support.h"
 #include "tests/support/command.h"
 
 namespace up {
@@ -27,32 +28,8 @@ using test::SourcePath;
 using test::TempDir;
 using Strings = std::vector<std::string>;
 
-#define EXPECT_HAS(message, piece) \
-  EXPECT_NE((message).find(piece), std::string::npos) << "message: " << (message)
-
-void Write(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-// The UsageError message of `f`, or "<no error>"; a yaml-cpp exception (a
-// missing key read as if it were there) fails the test instead of escaping.
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    EXPECT_EQ(e.exit_code(), 2);
-    return message;
-  } catch (const YAML::Exception& e) {
-    ADD_FAILURE() << "a YAML::Exception escaped, not a UsageError: " << e.what();
-    return "<YAML::Exception>";
-  }
-  return "<no error>";
-}
+using nnunet_test::UsageErrorOf;
+using nnunet_test::WriteText;
 
 // Channels and labels listed out of their numbers' order.
 const char* kDatasetJson = R"({"channel_names": {"1": "T2", "0": "T1"},
@@ -65,7 +42,7 @@ const char* kDatasetJson = R"({"channel_names": {"1": "T2", "0": "T1"},
 std::string MakeDataset(const TempDir& root, const std::string& dataset_json = kDatasetJson,
                         const std::string& name = "Dataset001_Sample") {
   const std::string dir = root / name;
-  Write(dir + "/dataset.json", dataset_json);
+  WriteText(dir + "/dataset.json", dataset_json);
   fs::create_directories(dir);
   fs::copy_file(SourcePath("configs/nnunet/nnUNetResEncUNetLPlans.json"),
                 dir + "/nnUNetResEncUNetLPlans.json");
@@ -121,20 +98,20 @@ TEST(NnunetLayout, FindsADatasetByItsNumberOrItsPath) {
 TEST(NnunetLayout, MissingDatasetNamesWhereItLookedAndWhatToRun) {
   TempDir root;
   MakeDataset(root);
-  const std::string by_name = ErrorOf([&] { Find("Dataset002_Liver", root.path()); });
+  const std::string by_name = UsageErrorOf([&] { Find("Dataset002_Liver", root.path()); });
   EXPECT_HAS(by_name,
              "data.dataset = 'Dataset002_Liver': no folder '" + (root / "Dataset002_Liver") + "'");
   EXPECT_HAS(by_name, "run `nnUNetv2_plan_and_preprocess -d 2 -c 3d_fullres` first");
-  EXPECT_HAS(ErrorOf([&] { Find("2", root.path()); }),
+  EXPECT_HAS(UsageErrorOf([&] { Find("2", root.path()); }),
              "data.dataset = 2: no Dataset002_* folder in '" + root.path() + "'");
-  EXPECT_HAS(ErrorOf([&] { Find(root / "Dataset003_X", ""); }),
+  EXPECT_HAS(UsageErrorOf([&] { Find(root / "Dataset003_X", ""); }),
              "data.dataset = '" + (root / "Dataset003_X") + "': no such folder");
-  EXPECT_HAS(ErrorOf([] { Find("Dataset001_Sample", ""); }), "nnUNet_preprocessed is not set");
-  EXPECT_HAS(ErrorOf([&] { Find("1", root / "nowhere"); }),
+  EXPECT_HAS(UsageErrorOf([] { Find("Dataset001_Sample", ""); }), "nnUNet_preprocessed is not set");
+  EXPECT_HAS(UsageErrorOf([&] { Find("1", root / "nowhere"); }),
              "nnUNet_preprocessed = '" + (root / "nowhere") + "': no such folder");
-  EXPECT_HAS(ErrorOf([] { Find("", "/tmp"); }), "data.dataset is empty");
+  EXPECT_HAS(UsageErrorOf([] { Find("", "/tmp"); }), "data.dataset is empty");
   MakeDataset(root, kDatasetJson, "Dataset001_Again");
-  EXPECT_HAS(ErrorOf([&] { Find("1", root.path()); }),
+  EXPECT_HAS(UsageErrorOf([&] { Find("1", root.path()); }),
              "has Dataset001_Again and Dataset001_Sample; name the one to train on");
 }
 
@@ -142,7 +119,7 @@ TEST(NnunetLayout, MissingDataFolderSaysItWasPlannedNotPreprocessed) {
   TempDir root;
   const std::string dir = MakeDataset(root);
   fs::remove(dir + "/nnUNetPlans_3d_fullres");
-  const std::string m = ErrorOf([&] { Find("Dataset001_Sample", root.path()); });
+  const std::string m = UsageErrorOf([&] { Find("Dataset001_Sample", root.path()); });
   EXPECT_HAS(m, "data.configuration = 3d_fullres: '" + dir +
                     "/nnUNetPlans_3d_fullres' is missing (planned, not preprocessed)");
   EXPECT_HAS(m, "nnUNetv2_plan_and_preprocess -d 1 -c 3d_fullres");
@@ -151,17 +128,17 @@ TEST(NnunetLayout, MissingDataFolderSaysItWasPlannedNotPreprocessed) {
 TEST(NnunetLayout, MissingPlansOrConfigurationIsNamed) {
   TempDir root;
   const std::string dir = MakeDataset(root);
-  const std::string planner = ErrorOf([&] {
+  const std::string planner = UsageErrorOf([&] {
     FindNnunetDataset("Dataset001_Sample", root.path(), "nnUNetResEncUNetXLPlans", "2d");
   });
   EXPECT_HAS(planner, "data.plans = nnUNetResEncUNetXLPlans: no plans file '" + dir +
                           "/nnUNetResEncUNetXLPlans.json'");
   EXPECT_HAS(planner, "run `nnUNetv2_plan_and_preprocess -d 1 -pl <planner>` first");
-  const std::string plain = ErrorOf(
+  const std::string plain = UsageErrorOf(
       [&] { FindNnunetDataset("Dataset001_Sample", root.path(), "nnUNetPlans", "3d_fullres"); });
   EXPECT_HAS(plain, "no plans file '" + dir + "/nnUNetPlans.json'");
   EXPECT_HAS(plain, "run `nnUNetv2_plan_and_preprocess -d 1 -c 3d_fullres` first");
-  const std::string lowres = ErrorOf([&] {
+  const std::string lowres = UsageErrorOf([&] {
     FindNnunetDataset("Dataset001_Sample", root.path(), "nnUNetResEncUNetLPlans", "3d_lowres");
   });
   EXPECT_HAS(lowres, "data.configuration = 3d_lowres: not in '" + dir +
@@ -171,7 +148,7 @@ TEST(NnunetLayout, MissingPlansOrConfigurationIsNamed) {
 TEST(NnunetLayout, DataIdentifierComesFromThePlansItsParentOrTheirNames) {
   TempDir root;
   const std::string dir = MakeDataset(root);
-  Write(dir + "/myPlans.json", R"({"configurations": {
+  WriteText(dir + "/myPlans.json", R"({"configurations": {
     "3d_fullres": {"data_identifier": "shared_3d"},
     "3d_bs8": {"inherits_from": "3d_fullres", "batch_size": 8},
     "3d_bs6": {"inherits_from": "3d_bs8", "batch_size": 6},
@@ -190,7 +167,7 @@ TEST(NnunetLayout, DataIdentifierComesFromThePlansItsParentOrTheirNames) {
   EXPECT_EQ(find("3d_mine_bs6").data_dir, dir + "/mine_3d");
   EXPECT_EQ(find("3d_fullres").data_dir, dir + "/shared_3d");
   EXPECT_EQ(find("2d").data_identifier, "myPlans_2d");
-  EXPECT_HAS(ErrorOf([&] { find("3d_cascade_fullres"); }),
+  EXPECT_HAS(UsageErrorOf([&] { find("3d_cascade_fullres"); }),
              "data.configuration = 3d_cascade_fullres: a cascade stage");
 }
 
@@ -212,7 +189,7 @@ TEST(NnunetLayout, LabelsItCannotTrainOnAreRefused) {
   auto error = [](const std::string& dataset_json) {
     TempDir root;
     MakeDataset(root, dataset_json);
-    return ErrorOf([&] { Find("Dataset001_Sample", root.path()); });
+    return UsageErrorOf([&] { Find("Dataset001_Sample", root.path()); });
   };
   const std::string ignore = error(
       R"({"channel_names": {"0": "CT"}, "labels": {"background": 0, "liver": 1, "ignore": 2}})");
@@ -233,7 +210,7 @@ TEST(NnunetLayout, DatasetJsonWithoutChannelsLabelsOrRegionOrderIsAUsageError) {
   auto error = [](const std::string& dataset_json) {
     TempDir root;
     MakeDataset(root, dataset_json);
-    return ErrorOf([&] { Find("Dataset001_Sample", root.path()); });
+    return UsageErrorOf([&] { Find("Dataset001_Sample", root.path()); });
   };
   const std::string channels = error(R"({"labels": {"background": 0, "liver": 1}})");
   EXPECT_HAS(channels, "Dataset001_Sample/dataset.json' has no channel_names");
@@ -253,8 +230,9 @@ TEST(NnunetLayout, DatasetJsonWithoutChannelsLabelsOrRegionOrderIsAUsageError) {
 TEST(NnunetLayout, PlansWithoutConfigurationsIsAUsageError) {
   TempDir root;
   const std::string dir = MakeDataset(root);
-  Write(dir + "/myPlans.json", R"({"plans_name": "myPlans", "dataset_name": "Dataset001_Sample"})");
-  EXPECT_HAS(ErrorOf([&] {
+  WriteText(dir + "/myPlans.json",
+            R"({"plans_name": "myPlans", "dataset_name": "Dataset001_Sample"})");
+  EXPECT_HAS(UsageErrorOf([&] {
                FindNnunetDataset("Dataset001_Sample", root.path(), "myPlans", "3d_fullres");
              }),
              "data.configuration = 3d_fullres: not in '" + dir + "/myPlans.json' (it has none)");
@@ -264,8 +242,8 @@ TEST(NnunetLayout, FoldWithoutTrainOrValOrNotAMappingIsAUsageError) {
   TempDir dir;
   const std::string f = dir / "splits_final.json";
   auto error = [&](const std::string& splits, const std::string& fold) {
-    Write(f, splits);
-    return ErrorOf([&] { ReadNnunetFold(f, fold); });
+    WriteText(f, splits);
+    return UsageErrorOf([&] { ReadNnunetFold(f, fold); });
   };
   EXPECT_HAS(error(R"([{"train": ["a"]}])", "0"), "nnU-Net: '" + f + "': fold 0 has no 'val' list");
   EXPECT_HAS(error(R"([{"train": ["a"], "val": ["b"]}, {"val": ["a"]}])", "1"),
@@ -280,7 +258,7 @@ TEST(NnunetLayout, FoldWithoutTrainOrValOrNotAMappingIsAUsageError) {
 NnunetDataset DataFolder(const TempDir& root, const Strings& files) {
   MakeDataset(root);
   NnunetDataset d = Find("Dataset001_Sample", root.path());
-  for (const std::string& f : files) Write(d.data_dir + "/" + f, "");
+  for (const std::string& f : files) WriteText(d.data_dir + "/" + f, "");
   return d;
 }
 
@@ -312,21 +290,21 @@ TEST(NnunetLayout, CaseMissingAFileOrAFolderWithoutCasesIsRefused) {
   TempDir root;
   const NnunetDataset d = DataFolder(root, {"case_000.b2nd", "case_000_seg.b2nd", "case_000.pkl",
                                             "case_001.b2nd", "case_001_seg.b2nd"});
-  const std::string pkl = ErrorOf([&] { ListNnunetCases(d); });
+  const std::string pkl = UsageErrorOf([&] { ListNnunetCases(d); });
   EXPECT_HAS(pkl, "nnU-Net: case case_001 in '" + d.data_dir + "' has no case_001.pkl");
   EXPECT_HAS(pkl, "nnUNetv2_plan_and_preprocess -d 1 -c 3d_fullres");
   fs::remove(d.data_dir + "/case_001_seg.b2nd");
-  EXPECT_HAS(ErrorOf([&] { ListNnunetCases(d); }),
+  EXPECT_HAS(UsageErrorOf([&] { ListNnunetCases(d); }),
              "case case_001 in '" + d.data_dir + "' has no case_001_seg.b2nd");
   TempDir other;
   const NnunetDataset empty = DataFolder(other, {"notes.txt"});
-  EXPECT_HAS(ErrorOf([&] { ListNnunetCases(empty); }),
+  EXPECT_HAS(UsageErrorOf([&] { ListNnunetCases(empty); }),
              "nnU-Net: '" + empty.data_dir + "' holds no preprocessed case (.b2nd or .npz)");
 }
 
 TEST(NnunetLayout, ReadsTheTrainAndValCasesOfAFold) {
   TempDir dir;
-  Write(dir / "splits_final.json", R"([
+  WriteText(dir / "splits_final.json", R"([
     {"train": ["case_001", "case_002"], "val": ["case_000"]},
     {"train": ["case_000", "case_002"], "val": ["case_001"]}])");
   const NnunetFold zero = ReadNnunetFold(dir / "splits_final.json", "0");
@@ -347,19 +325,20 @@ TEST(NnunetLayout, FoldAllHoldsNothingOutAndNeedsNoSplitsFile) {
 TEST(NnunetLayout, FoldTheFileDoesNotHaveOrAMalformedFileIsRefused) {
   TempDir dir;
   const std::string f = dir / "splits_final.json";
-  Write(f, R"([{"train": ["a"], "val": ["b"]}, {"train": ["b"], "val": ["a"]}])");
+  WriteText(f, R"([{"train": ["a"], "val": ["b"]}, {"train": ["b"], "val": ["a"]}])");
   for (const char* fold : {"2", "x", "-1"}) {
-    EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, fold); }),
+    EXPECT_HAS(UsageErrorOf([&] { ReadNnunetFold(f, fold); }),
                "data.fold = " + std::string(fold) + ": '" + f +
                    "' has folds 0..1; choose one of them or all");
   }
-  Write(f, R"([{"train": ["a"], "val": ["b"})");
-  EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, "0"); }), "nnU-Net: '" + f + "' is not valid JSON");
-  Write(f, R"({"train": ["a"], "val": ["b"]})");
-  EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, "0"); }), "'" + f + "' is not a list of folds");
-  Write(f, R"([{"train": ["a"], "val": "b"}])");
-  EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(f, "0"); }), "fold 0 has no 'val' list");
-  EXPECT_HAS(ErrorOf([&] { ReadNnunetFold(dir / "none.json", "0"); }),
+  WriteText(f, R"([{"train": ["a"], "val": ["b"})");
+  EXPECT_HAS(UsageErrorOf([&] { ReadNnunetFold(f, "0"); }),
+             "nnU-Net: '" + f + "' is not valid JSON");
+  WriteText(f, R"({"train": ["a"], "val": ["b"]})");
+  EXPECT_HAS(UsageErrorOf([&] { ReadNnunetFold(f, "0"); }), "'" + f + "' is not a list of folds");
+  WriteText(f, R"([{"train": ["a"], "val": "b"}])");
+  EXPECT_HAS(UsageErrorOf([&] { ReadNnunetFold(f, "0"); }), "fold 0 has no 'val' list");
+  EXPECT_HAS(UsageErrorOf([&] { ReadNnunetFold(dir / "none.json", "0"); }),
              "nnU-Net: '" + (dir / "none.json") + "' is missing");
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/base/errors.h"
+#include "tests/common/nnunet/nnunet_test_support.h"
 #include "tests/support/command.h"
 
 namespace up {
@@ -25,31 +26,19 @@ using test::TempDir;
 using Ints = std::vector<int>;
 using Nested = std::vector<std::vector<int>>;
 
-#define EXPECT_HAS(message, piece) \
-  EXPECT_NE((message).find(piece), std::string::npos) << "message: " << (message)
-
 const std::string kResEncL = SourcePath("configs/nnunet/nnUNetResEncUNetLPlans.json");
 const std::string kTiny = SourcePath("configs/nnunet/tiny_plans.json");
 
-void Write(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
+using nnunet_test::WriteText;
 
-// The UsageError message of `f`, or "<no error>"; checks the one-line
-// "config: " form and exit code 2 on the way.
+// The UsageError message of `f`, or "<no error>"; a plan's errors start
+// "config: " (nnunet_test_support.h checks the one line and exit code 2).
 std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    const std::string message = e.what();
+  const std::string message = nnunet_test::UsageErrorOf(f);
+  if (message != "<no error>") {
     EXPECT_EQ(message.rfind("config: ", 0), 0u) << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    EXPECT_EQ(e.exit_code(), 2);
-    return message;
   }
-  return "<no error>";
+  return message;
 }
 
 // tiny_plans.json with `edit` applied to its configurations, written (as
@@ -59,7 +48,7 @@ std::string EditedTiny(const TempDir& dir, const std::function<void(YAML::Node)>
   edit(root["configurations"]);
   YAML::Emitter out;
   out << YAML::Flow << root;
-  Write(dir / "plans.json", out.c_str());
+  WriteText(dir / "plans.json", out.c_str());
   return dir / "plans.json";
 }
 
@@ -183,7 +172,7 @@ TEST(NnunetPlans, StageScaleMultipliesTheStridesUpToTheStage) {
 
 TEST(NnunetPlans, ReadsAPlainConvUNetPlanWithShorthandsAndDefaults) {
   TempDir dir;
-  Write(dir / "plain.json", kPlainPlan);
+  WriteText(dir / "plain.json", kPlainPlan);
   const NnunetPlan p = ReadNnunetPlan(dir / "plain.json", "2d");
   const NnunetArchitecture& a = p.architecture;
   EXPECT_EQ(a.network_class, "PlainConvUNet");
@@ -225,7 +214,7 @@ TEST(NnunetPlans, InstanceNormWithoutAffineIsNotAffineAndNullOpsAreNone) {
 
 TEST(NnunetPlans, ArchitectureTextReadsBackAsTheSameArchitecture) {
   TempDir dir;
-  Write(dir / "plain.json", kPlainPlan);
+  WriteText(dir / "plain.json", kPlainPlan);
   std::vector<NnunetArchitecture> all = {ReadNnunetPlan(dir / "plain.json", "2d").architecture};
   for (const char* c : {"2d", "3d_fullres"})
     all.push_back(ReadNnunetPlan(kResEncL, c).architecture);
@@ -372,10 +361,10 @@ TEST(NnunetPlans, GrandchildTakesEachKeyFromTheNearestConfigurationSettingIt) {
 
 TEST(NnunetPlans, MalformedOrMissingFilesAreNamed) {
   TempDir dir;
-  Write(dir / "broken.json", R"({"configurations": {"2d": {"patch_size": [1, 2}})");
+  WriteText(dir / "broken.json", R"({"configurations": {"2d": {"patch_size": [1, 2}})");
   const std::string broken = ErrorOf([&] { ReadNnunetPlan(dir / "broken.json", "2d"); });
   EXPECT_HAS(broken, "model.plans = '" + (dir / "broken.json") + "': not valid JSON");
-  Write(dir / "other.json", R"({"dataset_name": "Dataset001_X"})");
+  WriteText(dir / "other.json", R"({"dataset_name": "Dataset001_X"})");
   EXPECT_HAS(ErrorOf([&] { ReadNnunetPlan(dir / "other.json", "2d"); }),
              "has no 'configurations' mapping");
   EXPECT_HAS(ErrorOf([&] { ReadNnunetPlan(dir / "none.json", "2d"); }),
