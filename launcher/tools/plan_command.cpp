@@ -85,18 +85,18 @@ std::optional<LevelTimes> BalanceForPlan(bool quiet, Config* config,
 
 // Each row as a way of training, measured at two small patches (the pipeline
 // rows on one shared device, parked); `fits` then follows the measurement.
-void MeasureRows(const PlanReport& r, const std::vector<std::string>& probe_sets, bool quiet,
-                 std::vector<PlanRow>* rows) {
+void MeasureRows(const std::vector<std::string>& probe_sets, bool quiet, PlanReport* r) {
   std::vector<ProbeWay> ways;
-  for (const PlanRow& row : *rows)
-    ways.push_back({row.name, row.single_process, WaySets(r.config, row.single_process, row.sets)});
+  for (const PlanRow& row : r->rows)
+    ways.push_back(
+        {row.name, row.single_process, WaySets(r->config, row.single_process, row.sets)});
   if (!quiet) std::fprintf(stderr, "plan: measuring %zu ways at two small patches\n", ways.size());
   const std::vector<ProbedBytes> measured =
-      ProbeTensorBytes(r.config_path, probe_sets, r.config, ways, r.probe_voxels);
-  for (size_t i = 0; i < rows->size(); ++i) {
-    (*rows)[i].tensor_bytes = measured[i].device;
-    (*rows)[i].stage_tensor_bytes = measured[i].stages;
-    (*rows)[i].fits = (*rows)[i].tensor_bytes + (*rows)[i].context_bytes <= r.budget;
+      ProbeTensorBytes(r->config_path, probe_sets, r->config, ways, r->probe_voxels);
+  for (size_t i = 0; i < r->rows.size(); ++i) {
+    r->rows[i].tensor_bytes = measured[i].device;
+    r->rows[i].stage_tensor_bytes = measured[i].stages;
+    r->rows[i].fits = r->rows[i].tensor_bytes + r->rows[i].context_bytes <= r->budget;
   }
 }
 
@@ -131,7 +131,7 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   r.measure = !args.count("no-measure");
   r.probe_voxels = args["probe-voxels"].as<int64_t>();
   if (r.probe_voxels < 1) throw UsageError("--probe-voxels must be at least 1");
-  if (r.measure) MeasureRows(r, probe_sets, quiet, &r.rows);
+  if (r.measure) MeasureRows(probe_sets, quiet, &r);
   r.parts = PlanParts(r.config);
   r.part_ms = r.times ? PartTimes(*r.times, ResolveLayout(r.config)) : std::vector<double>{};
   r.fewest_shared = FewestPartsThatFit(r.config, r.budget, true);
