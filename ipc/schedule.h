@@ -10,7 +10,7 @@
 //
 // A pure function of (kind, stages, micro-batches, whether clipping needs
 // every stage's norms), kept apart from the processes that run it: the
-// launcher sends each turn to its stage (launcher/pipeline.cpp), and a stage
+// launcher sends each turn to its stage (launcher/turn_runner.h), and a stage
 // running alone runs its own turns of the same schedule (stage/stage_alone.h).
 // It lives in ipc/ because the turns are what the control protocol carries.
 //
