@@ -7,8 +7,8 @@
 
 #include "common/base/deadline.h"
 #include "common/base/errors.h"
-#include "common/base/logging.h"
 #include "common/base/fs_util.h"
+#include "common/base/logging.h"
 #include "common/base/test_hooks.h"
 #include "common/run/val_metrics.h"
 #include "common/training/checkpoint.h"
