@@ -170,10 +170,10 @@ struct PipelineConfig {
   double timeout_s = 120.0;             // every wait's limit, > 0
   // More than two stages (pipeline_layout.h): each half cut into parts at
   // the given level indices (the decoder's counted in the order it runs
-  // them), or balanced when no cuts are given. Read as 0 when not given,
-  // then resolved to the cuts' count + 1 (1 without cuts).
-  int encoder_parts = 0;
-  int decoder_parts = 0;
+  // them), or balanced when no cuts are given. Not given: the cuts' count
+  // + 1 (1 without cuts).
+  int encoder_parts = 1;
+  int decoder_parts = 1;
   // What the cuts not given balance: each part's estimated peak memory
   // (memory), or its forward and backward time measured on the stage's
   // device at the start of the run (time: launcher/time_balance.h).

@@ -46,11 +46,21 @@ struct AutoDevices {
 };
 AutoDevices ResolveAutoDevices(Config* config, int cuda_devices, bool cuda_built);
 
-// Every key LoadConfig reads ("model.dims", ...), in dump order.
+// Every key LoadConfig reads ("model.dims", ...), in dump order
+// (config_keys.h has each key's type, range and meaning).
 const std::vector<std::string>& ConfigKeys();
 
-// The resolved config as YAML, every key present, in a fixed order: written to
-// the run folder, hashed for the stage handshake, loadable by LoadConfig.
+// The resolved config as YAML: every key that applies to it
+// (config_keys.h's When), in the table's order; written to the run folder
+// and loadable by LoadConfig, which reads it back to an equal Config.
 std::string DumpConfig(const Config& config);
+
+// The run's compatibility hash (64 hex digits): the SHA-256 of the keys that
+// change what a run trains (the table's in_hash: not train.steps,
+// checkpoint.*, validate.*, pipeline.timeout_s, data.workers, where files
+// go). Two configs with the same hash train the same weights; a checkpoint's
+// manifest carries it (the stages' handshake compares whole dumps). A hash of this version's
+// table: compare config.yaml files across versions.
+std::string ConfigHash(const Config& config);
 
 }  // namespace up

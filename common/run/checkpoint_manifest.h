@@ -33,7 +33,7 @@ struct ManifestFile {
 struct CheckpointManifest {
   int64_t step = 0;
   std::string model_signature;
-  std::string config_sha256;
+  std::string config_sha256;  // ConfigHash of the run's config (config_file.h)
   std::vector<ManifestFile> files;
 };
 

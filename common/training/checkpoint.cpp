@@ -176,7 +176,7 @@ std::string CommitCheckpoint(const std::string& run_dir, const std::string& stag
   CheckpointManifest manifest;
   manifest.step = step;
   manifest.model_signature = ModelSignature(config.model);
-  manifest.config_sha256 = Sha256Hex(DumpConfig(config));
+  manifest.config_sha256 = ConfigHash(config);
   for (const std::string& name : files) {
     const std::string path = (fs::path(staging) / name).string();
     manifest.files.push_back({name, static_cast<uint64_t>(fs::file_size(path)), FileSha256(path)});

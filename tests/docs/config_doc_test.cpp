@@ -1,75 +1,67 @@
-// docs/CONFIG.md stays true: every key the config parser knows has a row
-// there with its default, and every row names a key the parser knows.
+// docs/CONFIG.md stays true to the key table (common/config/config_keys.h):
+// every key has a row there whose default cell shows the table's default,
+// every row names a key of the table, and a choice key's row names each of
+// its choices.
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
 
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
 
 #include "common/config/config_file.h"
+#include "common/config/config_keys.h"
 
 namespace up {
-namespace {
+namespace config_doc_test {
 
-// Dotted key -> default as written in a doc cell ("batch", "[8, 16, 32, 64]").
-void Flatten(const YAML::Node& node, const std::string& prefix,
-             std::map<std::string, std::string>* out) {
-  for (const auto& kv : node) {
-    const std::string key = (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>();
-    if (kv.second.IsMap()) {
-      Flatten(kv.second, key, out);
-    } else if (kv.second.IsSequence()) {
-      std::string text = "[";
-      for (size_t i = 0; i < kv.second.size(); ++i)
-        text += (i ? ", " : "") + kv.second[i].as<std::string>();
-      (*out)[key] = text + "]";
-    } else {
-      (*out)[key] = kv.second.as<std::string>();
-    }
-  }
-}
+struct DocRow {
+  std::string shown_default;  // the default cell's first `...`
+  std::string text;           // the whole row
+};
 
-std::map<std::string, std::string> DocRows() {
+std::map<std::string, DocRow> DocRows() {
   std::ifstream f(std::string(UP_SOURCE_DIR) + "/docs/CONFIG.md");
   std::stringstream text;
   text << f.rdbuf();
-  std::map<std::string, std::string> rows;  // key -> default cell's first `...`
+  std::map<std::string, DocRow> rows;
   const std::regex row(R"(^\| `([a-z_.]+)` \| `([^`]*)`)");
   std::string line;
   while (std::getline(text, line)) {
     std::smatch m;
-    if (std::regex_search(line, m, row)) rows[m[1]] = m[2];
+    if (std::regex_search(line, m, row)) rows[m[1]] = {m[2], line};
   }
   return rows;
 }
 
 TEST(ConfigDoc, EveryKeyIsDocumentedWithItsDefault) {
-  std::map<std::string, std::string> keys;
-  Flatten(YAML::Load(DumpConfig(Config{})), "", &keys);
-  ASSERT_GT(keys.size(), 30u);
+  const Config defaults = LoadConfig("", {});
   const auto rows = DocRows();
-  for (const auto& [key, value] : keys) {
-    auto it = rows.find(key);
-    ASSERT_NE(it, rows.end()) << key << " has no row in docs/CONFIG.md";
-    EXPECT_EQ(it->second, value.empty() ? "\"\"" : value) << key << " default";
+  ASSERT_GT(ConfigKeyTable().size(), 70u);
+  for (const ConfigKey& key : ConfigKeyTable()) {
+    auto it = rows.find(key.path);
+    ASSERT_NE(it, rows.end()) << key.path << " has no row in docs/CONFIG.md";
+    const std::string shown = ShownDefault(key, defaults);
+    EXPECT_EQ(it->second.shown_default, shown.empty() ? "\"\"" : shown) << key.path << " default";
   }
 }
 
 TEST(ConfigDoc, EveryDocumentedKeyIsKnown) {
-  const std::vector<std::string>& keys = ConfigKeys();
-  for (const auto& [key, value] : DocRows())
-    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end())
-        << "docs/CONFIG.md documents '" << key << "', unknown to the parser";
+  for (const auto& [path, row] : DocRows())
+    EXPECT_NE(FindConfigKey(path), nullptr)
+        << "docs/CONFIG.md documents '" << path << "', unknown to the key table";
 }
 
-TEST(ConfigDoc, KeysOfEveryModelKindAreDocumented) {
+TEST(ConfigDoc, EveryChoiceIsNamedInItsRow) {
   const auto rows = DocRows();
-  for (const std::string& key : ConfigKeys())
-    EXPECT_TRUE(rows.count(key)) << key << " has no row in docs/CONFIG.md";
+  for (const ConfigKey& key : ConfigKeyTable()) {
+    if (key.type != KeyType::kChoice && key.type != KeyType::kSubset) continue;
+    const std::string& text = rows.at(key.path).text;
+    for (const std::string& choice : key.choices)
+      EXPECT_NE(text.find("`" + choice + "`"), std::string::npos)
+          << key.path << "'s row in docs/CONFIG.md does not name `" << choice << "`";
+  }
 }
 
-}  // namespace
+}  // namespace config_doc_test
 }  // namespace up

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/base/errors.h"
+#include "common/config/config_keys.h"
 
 namespace up {
 namespace {
@@ -138,11 +140,10 @@ TEST(ConfigTest, MemoryBudgetTakesSizesAndBytes) {
   ExpectSameConfig(LoadConfigFromString(DumpConfig(c), "dump", {}), c);
 }
 
-// The recompute unit: block where the kind has blocks, only with recompute,
-// and dumped only when not the default (earlier configs hash as before).
+// The recompute unit: block where the kind has blocks, only with recompute.
 TEST(ConfigTest, RecomputeUnitAppliesOnlyWhereItCan) {
   EXPECT_EQ(LoadConfig("", {}).pipeline.recompute_unit, "level");
-  EXPECT_EQ(DumpConfig(Config{}).find("recompute_unit"), std::string::npos);
+  EXPECT_NE(DumpConfig(Config{}).find("recompute_unit: \"level\""), std::string::npos);
   const Config c =
       LoadConfig("", {"pipeline.activations=recompute", "pipeline.recompute_unit=block"});
   EXPECT_NE(DumpConfig(c).find("recompute_unit: \"block\""), std::string::npos) << DumpConfig(c);
@@ -156,9 +157,9 @@ TEST(ConfigTest, RecomputeUnitAppliesOnlyWhereItCan) {
 }
 
 // Offload parks what checkpointing or recompute keeps: on its own it is one
-// clear line; dumped only when on.
+// clear line.
 TEST(ConfigTest, OffloadNeedsSomethingToPark) {
-  EXPECT_EQ(DumpConfig(Config{}).find("offload"), std::string::npos);
+  EXPECT_NE(DumpConfig(Config{}).find("  offload: \"off\""), std::string::npos);
   const std::string single = ErrorOf("{}", {"train.offload=on"});
   EXPECT_NE(single.find("train.offload = "), std::string::npos) << single;
   EXPECT_NE(single.find("set train.checkpointing to levels or blocks"), std::string::npos)
@@ -175,8 +176,11 @@ TEST(ConfigTest, OffloadNeedsSomethingToPark) {
   EXPECT_EQ(back.pipeline.offload, "on");
 }
 
-TEST(ConfigTest, ValidationIsAShareOrCaseNamesAndDumpedOnlyWhenSet) {
-  EXPECT_EQ(DumpConfig(Config{}).find("validat"), std::string::npos);  // hashes as before
+// validate.* applies only where cases are held out, so the dump writes it
+// only then.
+TEST(ConfigTest, ValidationIsAShareOrCaseNamesAndValidateAppliesOnlyWithIt) {
+  EXPECT_NE(DumpConfig(Config{}).find("  validation: null\n"), std::string::npos);
+  EXPECT_EQ(DumpConfig(Config{}).find("validate:"), std::string::npos);
   const Config share = LoadConfig("", {"data.validation=0.2", "validate.every=5"});
   EXPECT_DOUBLE_EQ(share.data.validation, 0.2);
   EXPECT_EQ(share.validate.every, 5);
@@ -326,8 +330,10 @@ TEST(ConfigValidationTest, DataSizeNotDivisibleByLevels) {
 }
 
 TEST(ConfigValidationTest, UnknownKeySuggestsClosest) {
-  EXPECT_EQ(ErrorOf("train:\n  bach_size: 8\n", {}),
-            "config: unknown key 'train.bach_size'; did you mean 'train.batch_size'?");
+  EXPECT_EQ(
+      ErrorOf("train:\n  bach_size: 8\n", {}),
+      "config: unknown key 'train.bach_size'; did you mean 'train.batch_size' (an integer >= 1: "
+      "samples per optimizer step)?");
 }
 
 TEST(ConfigValidationTest, DimsNotAnInteger) {
@@ -656,7 +662,7 @@ TEST(ConfigValidationTest, UnknownSectionSuggestsClosest) {
 
 TEST(ConfigValidationTest, MisplacedStageKeySuggestsStagesPath) {
   EXPECT_HAS(SetError({"pipeline.encoder.device=cuda"}),
-             "did you mean 'pipeline.stages.encoder.device'?");
+             "did you mean 'pipeline.stages.encoder.device' (");
 }
 
 TEST(ConfigValidationTest, UnknownKeyFarFromAnyListsSiblings) {
@@ -666,8 +672,10 @@ TEST(ConfigValidationTest, UnknownKeyFarFromAnyListsSiblings) {
 }
 
 TEST(ConfigValidationTest, OverrideOfUnknownKeyFails) {
-  EXPECT_EQ(SetError({"train.bach_size=8"}),
-            "config: unknown key 'train.bach_size'; did you mean 'train.batch_size'?");
+  EXPECT_EQ(
+      SetError({"train.bach_size=8"}),
+      "config: unknown key 'train.bach_size'; did you mean 'train.batch_size' (an integer >= 1: "
+      "samples per optimizer step)?");
 }
 
 TEST(ConfigValidationTest, OverrideBelowALeafFails) {
@@ -834,7 +842,7 @@ TEST(ConfigDumpTest, DeterministicAndEveryKeyPresent) {
 TEST(ConfigDumpTest, DefaultsDumpIsStable) {
   std::string dumped = DumpConfig(Config{});
   EXPECT_HAS(dumped,
-             "model:\n  dims: 2\n  in_channels: 4\n  num_classes: 3\n"
+             "model:\n  kind: \"classic\"\n  dims: 2\n  in_channels: 4\n  num_classes: 3\n"
              "  features: [8, 16, 32, 64]\n");
   EXPECT_HAS(dumped, "  lr: 0.001\n");
   EXPECT_HAS(dumped, "  timeout_s: 120\n");
@@ -849,7 +857,7 @@ namespace {
 
 TEST(ConfigTest, NnunetPresetIsNnunetTrainersRecipeAndKeysStillWin) {
   EXPECT_EQ(LoadConfig("", {}).train.preset, "none");
-  EXPECT_EQ(DumpConfig(Config{}).find("preset"), std::string::npos);  // hashes as before
+  EXPECT_NE(DumpConfig(Config{}).find("  preset: \"none\"\n"), std::string::npos);
   const Config c = LoadConfig("", {"train.preset=nnunet"});
   EXPECT_EQ(c.train.optimizer, "sgd");
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-2);
@@ -880,4 +888,65 @@ TEST(ConfigTest, NnunetPresetIsNnunetTrainersRecipeAndKeysStillWin) {
 }
 
 }  // namespace
+}  // namespace up
+
+namespace up {
+namespace config_table_test {
+
+// The compatibility hash covers what a run trains, not how long, how often
+// it saves, validates or waits, nor where its files go.
+TEST(ConfigHash, ChangesWithWhatTrainsAndOnlyWithThat) {
+  const std::string base = ConfigHash(LoadConfig("", {}));
+  EXPECT_EQ(base.size(), 64u);
+  for (const char* same : {"train.steps=500", "checkpoint.every=5", "checkpoint.keep=1",
+                           "pipeline.timeout_s=9", "data.workers=3", "train.memory_budget=1GiB"})
+    EXPECT_EQ(ConfigHash(LoadConfig("", {same})), base) << same;
+  for (const char* other :
+       {"train.lr=0.01", "pipeline.activations=recompute", "train.seed=1", "model.features=[8, 16]",
+        "data.size=32", "train.precision=bf16", "pipeline.schedule=gpipe", "train.micro_batches=4"})
+    EXPECT_NE(ConfigHash(LoadConfig("", {other})), base) << other;
+  // Not the dump's hash: the dump also holds what the hash leaves out.
+  const Config c = LoadConfig("", {"train.steps=500"});
+  EXPECT_NE(DumpConfig(c), DumpConfig(LoadConfig("", {})));
+}
+
+// Every row's field holds its type, every key that applies is dumped and
+// read back, and a choice key's default is one of its choices.
+TEST(ConfigKeyTable, RowsAgreeWithTheirFieldsAndDefaults) {
+  const Config defaults = LoadConfig("", {});
+  const std::string dump = DumpConfig(defaults);
+  for (const ConfigKey& key : ConfigKeyTable()) {
+    EXPECT_FALSE(key.doc.empty()) << key.path;
+    EXPECT_FALSE(key.Accepts().empty()) << key.path;
+    const std::string text = KeyValueText(key, defaults);  // throws on a wrong field type
+    if (key.type == KeyType::kChoice) {
+      EXPECT_NE(std::find(key.choices.begin(), key.choices.end(), ShownDefault(key, defaults)),
+                key.choices.end())
+          << key.path << " default " << text;
+    }
+    const std::string last = key.path.substr(key.path.rfind('.') + 1);
+    if (key.written && Applies(key.when, defaults)) {
+      EXPECT_NE(dump.find(last + ": " + text + "\n"), std::string::npos) << key.path << "\n"
+                                                                         << dump;
+    }
+  }
+  EXPECT_EQ(FindConfigKey("train.lr")->Accepts(), "a number > 0");
+  EXPECT_EQ(FindConfigKey("no.such"), nullptr);
+}
+
+// A key that does not apply to the config is refused with the row's When.
+TEST(ConfigKeyTable, KeysOutsideTheirKindAreRefused) {
+  try {
+    LoadConfig("", {"model.path=/x"});
+    FAIL() << "model.path was accepted for a classic model";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "model.path = \"/x\": applies only to model.kind = torchscript (model.kind is "
+                  "classic)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace config_table_test
 }  // namespace up

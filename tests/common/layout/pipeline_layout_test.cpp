@@ -208,10 +208,15 @@ TEST(PipelineLayout, StageIndexOfAPart) {
   }
 }
 
-TEST(PipelineLayout, TheDumpKeepsTheStagesAndATwoStageDumpIsUnchanged) {
+TEST(PipelineLayout, TheDumpKeepsTheStages) {
   const Config two = LoadConfig("", {});
-  EXPECT_EQ(DumpConfig(two).find("parts"), std::string::npos);
-  EXPECT_EQ(DumpConfig(two).find("cuts"), std::string::npos);
+  EXPECT_NE(DumpConfig(two).find("  encoder_parts: 1\n  decoder_parts: 1\n"), std::string::npos)
+      << DumpConfig(two);
+  EXPECT_NE(DumpConfig(two).find("  cuts:\n    encoder: []\n    decoder: []\n"), std::string::npos)
+      << DumpConfig(two);
+  // Parts given as the cuts make them: the same config.
+  EXPECT_EQ(ConfigHash(LoadConfig("", {"pipeline.encoder_parts=1", "pipeline.cuts.decoder=[]"})),
+            ConfigHash(two));
   const Config six = LoadConfig("", {"pipeline.cuts.encoder=[2, 4]", "pipeline.decoder_parts=2",
                                      "pipeline.devices=[cpu, cpu, cpu, cpu, cpu]"});
   const std::string dump = DumpConfig(six);
