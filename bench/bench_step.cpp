@@ -44,8 +44,8 @@ Variant MakeVariant(const StepOptions& o, const std::string& group, const std::s
   v.row.mode = single ? "single" : "pipeline";
   if (!single) {
     const PipelineConfig& p = c.pipeline;
-    v.row.schedule = p.schedule;
-    v.row.activations = p.activations;
+    v.row.schedule = NameOf(p.schedule);
+    v.row.activations = NameOf(p.activations);
     v.row.lock = ResolveLock(p.lock, p.encoder.device, p.decoder.device, p.schedule) ? "on" : "off";
   }
   v.spec = {o.config, single, sets, "", {}};
@@ -176,8 +176,8 @@ PeerCommand PythonPeer(const StepOptions& o, const std::string& tmp) {
   const Config c = LoadConfig(o.config, o.sets);
   const TrainConfig& t = c.train;
   const ModelConfig& m = c.model;
-  if (t.optimizer != "adam")
-    return {{}, "the peers train with Adam; train.optimizer is " + t.optimizer};
+  if (t.optimizer != Optimizer::kAdam)
+    return {{}, "the peers train with Adam; train.optimizer is " + NameOf(t.optimizer)};
   std::vector<std::string> shape{"--patch"};
   for (int s : c.data.size) shape.push_back(std::to_string(s));
   std::vector<std::string> common = shape;
@@ -189,7 +189,7 @@ PeerCommand PythonPeer(const StepOptions& o, const std::string& tmp) {
     common.push_back(std::to_string(value));
   }
   PeerCommand peer;
-  if (m.kind == "nnunet") {
+  if (m.kind == ModelKind::kNnunet) {
     if (!t.deep_supervision) return {{}, "the nnU-Net peer trains with deep supervision"};
     const std::string arch = tmp + "/peer-architecture.json";
     std::ofstream(arch) << "{\"architecture\": " << NnunetArchitectureText(m.nnunet) << "}\n";
@@ -198,13 +198,14 @@ PeerCommand PythonPeer(const StepOptions& o, const std::string& tmp) {
                  "--architecture", arch,
                  "--in-channels",  std::to_string(m.in_channels),
                  "--num-classes",  std::to_string(m.num_classes),
-                 "--loss",         t.loss};
+                 "--loss",         NameOf(t.loss)};
     if (!t.batch_dice) peer.args.push_back("--no-batch-dice");
   } else {
-    if (t.loss != "ce") return {{}, "the peer trains with cross-entropy; train.loss is " + t.loss};
+    if (t.loss != LossKind::kCe)
+      return {{}, "the peer trains with cross-entropy; train.loss is " + NameOf(t.loss)};
     if (t.deep_supervision) return {{}, "the peer trains one head; train.deep_supervision is on"};
     std::string factory, kwargs;
-    if (m.kind == "torchscript") {
+    if (m.kind == ModelKind::kTorchscript) {
       if (m.bundle.factory.empty())
         return {{}, "the bundle names no factory (export it with the export_unet.py command)"};
       factory = m.bundle.factory;
@@ -214,7 +215,7 @@ PeerCommand PythonPeer(const StepOptions& o, const std::string& tmp) {
       kwargs = "{\"dims\": " + std::to_string(m.dims) +
                ", \"in_channels\": " + std::to_string(m.in_channels) +
                ", \"num_classes\": " + std::to_string(m.num_classes) +
-               ", \"features\": " + IntsJson(m.features) + ", \"norm\": \"" + m.norm +
+               ", \"features\": " + IntsJson(m.features) + ", \"norm\": \"" + NameOf(m.norm) +
                "\", \"groups\": " + std::to_string(m.groups) + "}";
     }
     peer.args = {python,  "-W",       "ignore", (root / "bench/eager_step.py").string(),

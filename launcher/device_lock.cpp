@@ -7,19 +7,18 @@
 
 namespace up {
 
-bool ResolveLock(const std::string& lock, const std::vector<std::string>& devices,
-                 const std::string& schedule) {
+bool ResolveLock(Lock lock, const std::vector<std::string>& devices, Schedule schedule) {
   std::set<std::string> seen;
   bool shared = false;
   for (const std::string& d : devices) {
     const std::string key = d == "cuda" ? "cuda:0" : d;
     if (!seen.insert(key).second) shared = true;
   }
-  const bool on = lock == "on" || (lock == "auto" && shared);
-  if (on && schedule != "sequential") {
-    throw UsageError("pipeline.schedule = " + schedule +
+  const bool on = lock == Lock::kOn || (lock == Lock::kAuto && shared);
+  if (on && schedule != Schedule::kSequential) {
+    throw UsageError("pipeline.schedule = " + NameOf(schedule) +
                      ": overlapped schedules need stages that do not take turns; " +
-                     (lock == "on"
+                     (lock == Lock::kOn
                           ? "set pipeline.lock: off"
                           : "put the stages on different devices or set pipeline.lock: off") +
                      ", or use pipeline.schedule: sequential");

@@ -11,17 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "common/config/config.h"
+
 namespace up {
 
 // Whether stages take turns: pipeline.lock auto = on when two stages use the
 // same device (CPU included; `devices` are the stages' lock keys, "cuda" the
 // same as "cuda:0"). Throws UsageError when an overlapped schedule is asked
 // for on a shared lock.
-bool ResolveLock(const std::string& lock, const std::vector<std::string>& devices,
-                 const std::string& schedule);
+bool ResolveLock(Lock lock, const std::vector<std::string>& devices, Schedule schedule);
 // The two-stage case.
-inline bool ResolveLock(const std::string& lock, const std::string& encoder_device,
-                        const std::string& decoder_device, const std::string& schedule) {
+inline bool ResolveLock(Lock lock, const std::string& encoder_device,
+                        const std::string& decoder_device, Schedule schedule) {
   return ResolveLock(lock, {encoder_device, decoder_device}, schedule);
 }
 

@@ -63,7 +63,7 @@ int RunNodeAgent(const Config& given, const NodeOptions& nodes, const std::strin
                        std::to_string(static_cast<int>(p.timeout_s)) + " s (pipeline.timeout_s)");
   }
   const RunAnnouncement run = RunAnnouncement::Decode(*text);
-  if (p.balance == "time") {  // node 0 timed the levels and cut: its parts are every node's
+  if (p.balance == Balance::kTime) {  // node 0 timed the levels and cut: its parts are every node's
     const std::optional<std::string> cuts = rendezvous.Get("up/cuts", p.timeout_s);
     if (!cuts)
       throw TimeoutError("node 0 announced a run but not its cuts (pipeline.balance: time)");
@@ -93,7 +93,7 @@ int RunNodeAgent(const Config& given, const NodeOptions& nodes, const std::strin
                                   "--part",      std::to_string(mine[i].spec.part + 1),
                                   "--control",   run.control,
                                   "--run-id",    run.run_id,
-                                  "--c10d",      p.transport,
+                                  "--c10d",      NameOf(p.transport),
                                   "--store",     rendezvous.address(),
                                   "--node-addr", node_addr,
                                   "--scratch",   stage_scratch,

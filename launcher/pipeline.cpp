@@ -136,8 +136,8 @@ void WritePipelineSummary(RunDir& run, const Config& config, const PipelinePlan&
     devices.push_back({key, shared_cpu ? *shared_cpu : peak});
   }
   JsonWriter own;
-  own.Field("schedule", p.schedule)
-      .Field("transport", p.transport)
+  own.Field("schedule", NameOf(p.schedule))
+      .Field("transport", NameOf(p.transport))
       .Field("nnodes", nodes.nnodes)
       .Field("stages", plan.stages)
       .Field("replicas", plan.replicas)

@@ -13,6 +13,19 @@
 namespace up {
 namespace {
 
+// pipeline.schedule as ipc/schedule.h's generator names it.
+ScheduleKind ScheduleKindOf(Schedule s) {
+  switch (s) {
+    case Schedule::kSequential:
+      return ScheduleKind::kSequential;
+    case Schedule::kGpipe:
+      return ScheduleKind::kGPipe;
+    case Schedule::k1f1b:
+      return ScheduleKind::k1F1B;
+  }
+  return ScheduleKind::kSequential;
+}
+
 // Each replica's slot, layout and placement.
 void PlaceReplicas(const Config& config, const NodeOptions& nodes, PipelinePlan& plan) {
   const int R = plan.replicas;
@@ -51,11 +64,11 @@ void CheckTransport(const PipelineConfig& p, const PipelinePlan& plan) {
       out += (out.empty() ? "" : ", ") + s.Key() + " " + s.device;
     return out;
   };
-  if (p.transport == "nccl" && !plan.all_cuda) {
+  if (p.transport == TransportKind::kNccl && !plan.all_cuda) {
     throw UsageError("pipeline.transport = nccl: every stage must be on a CUDA device (" +
                      devices_text() + "); use gloo");
   }
-  if (p.transport == "nccl") {
+  if (p.transport == TransportKind::kNccl) {
     for (const StageChannel& ch : layout.channels) {
       if (plan.placement().lock_key[static_cast<size_t>(ch.from)] !=
           plan.placement().lock_key[static_cast<size_t>(ch.to)])
@@ -67,7 +80,7 @@ void CheckTransport(const PipelineConfig& p, const PipelinePlan& plan) {
                        "; NCCL joins different GPUs, so on one GPU use cuda_ipc (or shm)");
     }
   }
-  if (p.transport == "cuda_ipc" && !plan.all_cuda) {
+  if (p.transport == TransportKind::kCudaIpc && !plan.all_cuda) {
     throw UsageError("pipeline.transport = cuda_ipc: every stage must be on a CUDA device (" +
                      devices_text() + "); use shm");
   }
@@ -75,13 +88,13 @@ void CheckTransport(const PipelineConfig& p, const PipelinePlan& plan) {
 
 // The keys only the single-process trainer reads.
 void CheckSingleProcessKeys(const TrainConfig& t) {
-  if (t.checkpointing != "off") {
-    throw UsageError("train.checkpointing = " + t.checkpointing +
+  if (t.checkpointing != Checkpointing::kOff) {
+    throw UsageError("train.checkpointing = " + NameOf(t.checkpointing) +
                      " is the single-process trainer's; the pipeline recomputes with "
                      "pipeline.activations: recompute (or add --single-process)");
   }
-  if (t.offload != "off") {
-    throw UsageError("train.offload = " + t.offload +
+  if (t.offload != OnOff::kOff) {
+    throw UsageError("train.offload = " + NameOf(t.offload) +
                      " is the single-process trainer's; the pipeline offloads with "
                      "pipeline.offload: on (or add --single-process)");
   }
@@ -109,13 +122,13 @@ PipelinePlan PlanPipeline(const Config& config, const std::optional<CheckpointRe
   plan.any_cuda = std::any_of(plan.device.begin(), plan.device.end(),
                               [](const torch::Device& d) { return d.is_cuda(); });
   plan.parking = AnyParks(config, plan);
-  plan.prefetch = plan.parking && p.prefetch == "on";
+  plan.prefetch = plan.parking && p.prefetch == OnOff::kOn;
   CheckTransport(p, plan);
   CheckSingleProcessKeys(t);
   plan.stage_files = StageFileNames(config);
   if (resume) CheckStageFiles(resume->dir, plan.stage_files);
   plan.lock_on = ResolveLock(p.lock, plan.placement().lock_key, p.schedule);
-  const ScheduleKind kind = ParseScheduleKind(p.schedule);
+  const ScheduleKind kind = ScheduleKindOf(p.schedule);
   plan.global_norms = NeedsGlobalNorms(t);
   plan.phases = ChainSchedule(kind, plan.stages, t.micro_batches, plan.global_norms);
   return plan;
@@ -136,7 +149,7 @@ void LogPipelinePlan(const PipelinePlan& plan, const Config& config, const NodeO
     LogInfo(Str("pipeline: encoder on ", device[0].str(), where(0), ", decoder on ",
                 device[1].str(), where(1), plan.parking ? " (parking between turns)" : "",
                 ", activations ", p.activations));
-    LogInfo(Str("pipeline: schedule ", p.schedule, " ",
+    LogInfo(Str("pipeline: schedule ", NameOf(p.schedule), " ",
                 DescribeChainSchedule(plan.phases, {"E", "D"}), ", lock ",
                 plan.lock_on ? "on" : "off", ", transport ", p.transport));
   } else {
@@ -146,7 +159,7 @@ void LogPipelinePlan(const PipelinePlan& plan, const Config& config, const NodeO
                    device[static_cast<size_t>(s.index)].str(), where(s.index));
     LogInfo(Str("pipeline: ", S, " stages: ", parts, plan.parking ? " (parking between turns)" : "",
                 ", activations ", p.activations));
-    LogInfo(Str("pipeline: schedule ", p.schedule, " ", DescribeChainSchedule(plan.phases),
+    LogInfo(Str("pipeline: schedule ", NameOf(p.schedule), " ", DescribeChainSchedule(plan.phases),
                 ", lock ", plan.lock_on ? "on" : "off", ", transport ", p.transport, ", ",
                 layout.channels.size(), " channels"));
   }

@@ -170,7 +170,7 @@ std::vector<std::string> PipelineResources::StageArgs(const StageSpec& spec, int
     args.insert(args.end(), {"--replica", std::to_string(r), "--replica-slot",
                              std::to_string(plan_.slot[static_cast<size_t>(r)])});
   }
-  if (plan_.placement().c10d) args.insert(args.end(), {"--c10d", p.transport});
+  if (plan_.placement().c10d) args.insert(args.end(), {"--c10d", NameOf(p.transport)});
   if (rendezvous_) {
     args.insert(args.end(), {"--store", rendezvous_->address(), "--node-addr", nodes_.master_addr});
   }

@@ -45,7 +45,7 @@ Placement ResolvePlacement(const PipelineConfig& p, const PipelineLayout& layout
     int encoder_parts = 0;
     for (const StageSpec& s : layout.stages) encoder_parts += s.encoder ? 1 : 0;
     for (const StageSpec& s : layout.stages) {
-      if (p.placement == "mirrored") {
+      if (p.placement == PlacementKind::kMirrored) {
         const int e = s.encoder ? s.index : layout.EncoderStageOf(s.lo);
         out.node[static_cast<size_t>(s.index)] = e * n.nnodes / encoder_parts;
       } else {
@@ -74,15 +74,15 @@ Placement ResolvePlacement(const PipelineConfig& p, const PipelineLayout& layout
         " would hold nothing; set " +
         (S == 2 ? NodeKey(p, layout, 1) : std::string("pipeline.nodes")) + " (or use fewer nodes)");
   }
-  out.c10d = p.transport == "gloo" || p.transport == "nccl";
+  out.c10d = p.transport == TransportKind::kGloo || p.transport == TransportKind::kNccl;
   for (const StageChannel& ch : layout.channels) {
     const int a = out.node[static_cast<size_t>(ch.from)], b = out.node[static_cast<size_t>(ch.to)];
     if (a != b && !out.c10d) {
-      throw UsageError("pipeline.transport = " + p.transport + " cannot cross machines (the " +
-                       layout.stages[static_cast<size_t>(ch.from)].Name() + " and the " +
-                       layout.stages[static_cast<size_t>(ch.to)].Name() + " are on nodes " +
-                       std::to_string(a) + " and " + std::to_string(b) +
-                       "); set pipeline.transport: gloo (or nccl between GPUs)");
+      throw UsageError(
+          "pipeline.transport = " + NameOf(p.transport) + " cannot cross machines (the " +
+          layout.stages[static_cast<size_t>(ch.from)].Name() + " and the " +
+          layout.stages[static_cast<size_t>(ch.to)].Name() + " are on nodes " + std::to_string(a) +
+          " and " + std::to_string(b) + "); set pipeline.transport: gloo (or nccl between GPUs)");
     }
   }
   for (const StageSpec& s : layout.stages) {
@@ -125,9 +125,9 @@ Placement ResolveReplicaPlacement(const PipelineConfig& p, const PipelineLayout&
                      ": one must divide the other (each replica on nodes of its own, or whole "
                      "replicas sharing each node)");
   }
-  if (p.transport != "gloo" && p.transport != "nccl") {
+  if (p.transport != TransportKind::kGloo && p.transport != TransportKind::kNccl) {
     throw UsageError("pipeline.replicas = " + std::to_string(R) + " over --nnodes " +
-                     std::to_string(n.nnodes) + ": pipeline.transport = " + p.transport +
+                     std::to_string(n.nnodes) + ": pipeline.transport = " + NameOf(p.transport) +
                      " stays on one machine; set pipeline.transport: gloo (or nccl between GPUs)");
   }
   if (n.node_rank < 0 || n.node_rank >= n.nnodes) {

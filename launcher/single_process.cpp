@@ -123,7 +123,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
   model->train();
   // train.offload: what checkpointing keeps waits in host memory.
   std::unique_ptr<ActivationOffload> offload;
-  if (t.offload == "on") {
+  if (t.offload == OnOff::kOn) {
     offload = std::make_unique<ActivationOffload>(device);
     model->encoder->set_offload(offload.get());
     model->decoder->set_offload(offload.get());
@@ -198,7 +198,7 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
     phases.step = std::max(phases.step, stepped.peak);
     const double step_s = Seconds(step_start, Clock::now());
     std::optional<Fp16Record> fp16;
-    if (t.precision == "fp16") fp16 = skips.Note(step, outcome.scale, outcome.skipped);
+    if (t.precision == Precision::kFp16) fp16 = skips.Note(step, outcome.scale, outcome.skipped);
 
     const StepEnd end = DecideStepEnd(config, step);
     std::optional<ValidationRecord> val;

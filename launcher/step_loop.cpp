@@ -47,7 +47,7 @@ TrainSummary StepLoop::Run(int64_t start, bool resumed) {
     const StepTally tally = Train(step, &step_held_s);
     const double step_s = SecondsSince(step_start);
     std::optional<Fp16Record> fp16;
-    if (t.precision == "fp16") fp16 = Fp16Verdict(tally, stages_.all(), step, skips_);
+    if (t.precision == Precision::kFp16) fp16 = Fp16Verdict(tally, stages_.all(), step, skips_);
     const StepEnd end = DecideStepEnd(config_, step);
     std::optional<ValidationRecord> val;
     bool best = false;

@@ -16,7 +16,7 @@ PartStage::PartStage(const StageContext& ctx, std::shared_ptr<torch::nn::Module>
                      const std::vector<int>& positions, int half_parameters)
     : TrainingStage(ctx.config, ctx.layout, ctx.stage, std::move(module), positions,
                     half_parameters, ctx.replica),
-      recompute_(ctx.config.pipeline.activations == "recompute"),
+      recompute_(ctx.config.pipeline.activations == Activations::kRecompute),
       parking_(ctx.config, device_),
       loss_(MakeLossSpec(ctx.config)) {
   for (const ChannelEnds& ends : ctx.channels) {

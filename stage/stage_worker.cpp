@@ -281,7 +281,7 @@ torch::Device OpenDevice(const StageArgs& args, const StageContext& ctx, const s
     static auto* budget = new DeviceBudgetSegment(DeviceBudgetSegment::Open(args.device_budget));
     UseDeviceBudget(budget->get());
   }
-  if (ctx.config.pipeline.transport == "cuda_ipc" && !device.is_cuda()) {
+  if (ctx.config.pipeline.transport == TransportKind::kCudaIpc && !device.is_cuda()) {
     throw UsageError("pipeline.transport = cuda_ipc: the " + name + " runs on " + spec.device +
                      "; CUDA IPC needs every stage on a CUDA device (or use shm)");
   }
@@ -324,7 +324,7 @@ void OpenEndpoints(const StageArgs& args, const torch::Device& device, const Run
     ShmRing* recv_ring =
         e->rings.emplace_back(ShmRing::Open(ChannelRingName(args.rings, ch, !downstream), run_id))
             .get();
-    if (ctx->config.pipeline.transport == "cuda_ipc") {
+    if (ctx->config.pipeline.transport == TransportKind::kCudaIpc) {
       e->senders.push_back(MakeCudaIpcSender(*send_ring, device.index()));
       e->receivers.push_back(MakeCudaIpcReceiver(*recv_ring, device.index()));
     } else {

@@ -147,7 +147,7 @@ void TrainingStage::Step(const ipc::TurnRequest& turn, ipc::TurnReport* report) 
 }
 
 void TrainingStage::Report(const StageOptimizer::Outcome& outcome, ipc::TurnReport* report) {
-  if (config_.train.precision == "fp16") {
+  if (config_.train.precision == Precision::kFp16) {
     report->loss_scale = outcome.scale;
     report->skipped = outcome.skipped;
   }

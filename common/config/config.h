@@ -5,7 +5,9 @@
 // Torch-free on purpose: the launcher validates before it starts any process.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,13 +16,80 @@
 
 namespace up {
 
+// The values of a choice key, each an enum class whose YAML names
+// ChoiceNames<E>::names lists in the enum's order (config_keys.h reads and
+// writes them by these names; nothing outside common/config/ compares a
+// config value as a string).
+template <typename E>
+struct ChoiceNames;
+
+#define UP_CONFIG_CHOICE(Enum, ...)                                   \
+  template <>                                                         \
+  struct ChoiceNames<Enum> {                                          \
+    static constexpr const char* names[] = {__VA_ARGS__};             \
+    static constexpr size_t count = sizeof(names) / sizeof(names[0]); \
+  }
+
+enum class ModelKind { kClassic, kNnunet, kTorchscript };
+UP_CONFIG_CHOICE(ModelKind, "classic", "nnunet", "torchscript");
+enum class Norm { kBatch, kGroup, kInstance };
+UP_CONFIG_CHOICE(Norm, "batch", "group", "instance");
+enum class DataKind { kSynthetic, kFolder, kNifti, kCache, kNnunet };
+UP_CONFIG_CHOICE(DataKind, "synthetic", "folder", "nifti", "cache", "nnunet");
+enum class Preset { kNone, kNnunet };
+UP_CONFIG_CHOICE(Preset, "none", "nnunet");
+enum class Optimizer { kAdam, kSgd };
+UP_CONFIG_CHOICE(Optimizer, "adam", "sgd");
+enum class LrSchedule { kConstant, kCosine, kPoly };
+UP_CONFIG_CHOICE(LrSchedule, "constant", "cosine", "poly");
+enum class LossKind { kCe, kCeDice };
+UP_CONFIG_CHOICE(LossKind, "ce", "ce_dice");
+enum class Precision { kFp32, kBf16, kFp16 };
+UP_CONFIG_CHOICE(Precision, "fp32", "bf16", "fp16");
+enum class Checkpointing { kOff, kLevels, kBlocks };
+UP_CONFIG_CHOICE(Checkpointing, "off", "levels", "blocks");
+enum class OnOff { kOff, kOn };
+UP_CONFIG_CHOICE(OnOff, "off", "on");
+enum class ValidationFolder { kOn, kOff, kNpz };
+UP_CONFIG_CHOICE(ValidationFolder, "on", "off", "npz");
+enum class TransportKind { kShm, kCudaIpc, kGloo, kNccl };
+UP_CONFIG_CHOICE(TransportKind, "shm", "cuda_ipc", "gloo", "nccl");
+enum class Activations { kKeep, kRecompute };
+UP_CONFIG_CHOICE(Activations, "keep", "recompute");
+enum class RecomputeUnit { kLevel, kBlock };
+UP_CONFIG_CHOICE(RecomputeUnit, "level", "block");
+enum class Schedule { kSequential, kGpipe, k1f1b };
+UP_CONFIG_CHOICE(Schedule, "sequential", "gpipe", "1f1b");
+enum class Lock { kAuto, kOn, kOff };
+UP_CONFIG_CHOICE(Lock, "auto", "on", "off");
+enum class Park { kAuto, kAlways, kNever };
+UP_CONFIG_CHOICE(Park, "auto", "always", "never");
+enum class Balance { kMemory, kTime };
+UP_CONFIG_CHOICE(Balance, "memory", "time");
+enum class PlacementKind { kListed, kMirrored };
+UP_CONFIG_CHOICE(PlacementKind, "listed", "mirrored");
+
+#undef UP_CONFIG_CHOICE
+
+// A choice's YAML name ("recompute"), for messages and logs.
+template <typename E>
+std::string NameOf(E value) {
+  return ChoiceNames<E>::names[static_cast<size_t>(value)];
+}
+
+// Streams a choice by its name (Str(), logs, test failures).
+template <typename E, typename = decltype(ChoiceNames<E>::count)>
+std::ostream& operator<<(std::ostream& out, E value) {
+  return out << ChoiceNames<E>::names[static_cast<size_t>(value)];
+}
+
 struct ModelConfig {
-  std::string kind = "classic";              // classic | nnunet | torchscript
+  ModelKind kind = ModelKind::kClassic;
   int dims = 2;                              // 2 or 3 (nnunet: from the architecture)
   int in_channels = 4;                       // >= 1
   int num_classes = 3;                       // >= 2
   std::vector<int> features{8, 16, 32, 64};  // channels per level, 1..8 levels, each >= 1
-  std::string norm = "batch";                // batch | group | instance
+  Norm norm = Norm::kBatch;
   int groups = 8;  // model.groups: GroupNorm groups; must divide every width
   // nnunet: model.plans (a plans JSON, read at load time) and
   // model.configuration name where `nnunet` came from; model.architecture
@@ -56,8 +125,8 @@ inline int MaskClasses(const ModelConfig& m) {
 }
 
 struct DataConfig {
-  std::string kind = "synthetic";  // synthetic | folder | nifti | cache | nnunet
-  std::string path;                // folder, nifti, cache: the dataset root (required for them)
+  DataKind kind = DataKind::kSynthetic;
+  std::string path;  // folder, nifti, cache: the dataset root (required for them)
   // nnunet (common/nnunet/nnunet_layout.h): nnU-Net's preprocessed dataset, resolved
   // when the config loads (names become paths; the dump holds the paths).
   std::string dataset;                       // Dataset001_Sample, 1, or a folder
@@ -84,8 +153,11 @@ struct DataConfig {
   // one trains (common/data/batch_loader.h); 0: on the trainer's thread.
   int workers = 0;
   bool HasValidation() const {
-    return validation > 0 || !validation_cases.empty() || (kind == "nnunet" && fold != "all");
+    return validation > 0 || !validation_cases.empty() ||
+           (kind == DataKind::kNnunet && !AllFolds());
   }
+  // data.fold: all: every case trains, none is held out.
+  bool AllFolds() const { return fold == "all"; }
 };
 
 // Every augmentation data.augment may name, in the order they are applied.
@@ -103,31 +175,31 @@ struct TrainConfig {
   double lr = 1e-3;       // > 0
   // none | nnunet: nnUNetTrainer's recipe as the defaults of the keys below
   // (the default with data.kind nnunet); any key given still wins.
-  std::string preset = "none";
-  std::string optimizer = "adam";        // adam | sgd
-  double momentum = 0.9;                 // sgd only, [0, 1)
-  bool nesterov = false;                 // sgd only
-  double weight_decay = 0.0;             // >= 0
-  std::string lr_schedule = "constant";  // constant | cosine | poly
+  Preset preset = Preset::kNone;
+  Optimizer optimizer = Optimizer::kAdam;
+  double momentum = 0.9;      // sgd only, [0, 1)
+  bool nesterov = false;      // sgd only
+  double weight_decay = 0.0;  // >= 0
+  LrSchedule lr_schedule = LrSchedule::kConstant;
   // poly: lr * (1 - epoch / epochs)^poly_exponent, epoch = step / steps_per_epoch
   // (nnU-Net's PolyLRScheduler, stepped once an epoch); 0: an epoch is a step.
   int steps_per_epoch = 0;
   double poly_exponent = 0.9;
-  int warmup_steps = 0;                   // >= 0, < steps
-  double grad_clip = 0.0;                 // max global grad norm; 0 = off
-  std::string loss = "ce";                // ce | ce_dice
-  bool batch_dice = true;                 // ce_dice: Dice over the batch (else per sample)
-  bool deep_supervision = false;          // a loss at every decoder resolution (nnunet)
-  std::string precision = "fp32";         // fp32 | bf16 | fp16 (with a dynamic loss scale)
-  double loss_scale_init = 65536.0;       // fp16: the first loss scale, > 0
-  int loss_scale_growth_interval = 2000;  // fp16: double the scale after this many finite steps
-  int64_t memory_budget = 0;              // bytes each device of the run holds; 0 = its own size
-  // single-process: off | levels | blocks (each level's, or each block's,
-  // activations recomputed in backward; blocks: model.kind classic or nnunet)
-  std::string checkpointing = "off";
-  // single-process: off | on, with checkpointing: each unit's kept input in
-  // host memory until its backward (activation_offload.h)
-  std::string offload = "off";
+  int warmup_steps = 0;    // >= 0, < steps
+  double grad_clip = 0.0;  // max global grad norm; 0 = off
+  LossKind loss = LossKind::kCe;
+  bool batch_dice = true;                  // ce_dice: Dice over the batch (else per sample)
+  bool deep_supervision = false;           // a loss at every decoder resolution (nnunet)
+  Precision precision = Precision::kFp32;  // fp16: with a dynamic loss scale
+  double loss_scale_init = 65536.0;        // fp16: the first loss scale, > 0
+  int loss_scale_growth_interval = 2000;   // fp16: double the scale after this many finite steps
+  int64_t memory_budget = 0;               // bytes each device of the run holds; 0 = its own size
+  // single-process: each level's, or each block's, activations recomputed
+  // in backward (blocks: model.kind classic or nnunet)
+  Checkpointing checkpointing = Checkpointing::kOff;
+  // single-process, with checkpointing: each unit's kept input in host
+  // memory until its backward (activation_offload.h)
+  OnOff offload = OnOff::kOff;
   uint64_t seed = 0;  // any
   int threads = 1;    // >= 1, torch intra-op threads per process
 };
@@ -140,7 +212,7 @@ struct ValidateConfig {
   // data.kind nnunet with a fold: after the run, the fold's validation/
   // folder as nnUNetTrainer writes it (on), with its probabilities as
   // nnUNetv2_train --npz (npz), or none (off): common/nnunet/nnunet_validation.h
-  std::string nnunet = "on";
+  ValidationFolder nnunet = ValidationFolder::kOn;
 };
 
 struct CheckpointConfig {
@@ -155,19 +227,19 @@ struct StagePlacement {
 };
 
 struct PipelineConfig {
-  std::string transport = "shm";     // shm | cuda_ipc | gloo | nccl
-  std::string activations = "keep";  // keep | recompute
+  TransportKind transport = TransportKind::kShm;
+  Activations activations = Activations::kKeep;
   // recompute: the unit whose input is kept and whose activations are
-  // rebuilt one at a time in backward: level | block (classic, nnunet)
-  std::string recompute_unit = "level";
-  // off | on, with recompute: what a stage keeps of each unit in its B and FB
-  // waits in host memory until that unit's backward (activation_offload.h)
-  std::string offload = "off";
-  std::string schedule = "sequential";  // sequential | gpipe | 1f1b
-  std::string lock = "auto";            // auto | on | off
-  std::string park = "auto";            // auto | always | never
-  std::string prefetch = "off";         // off | on: the next stage unparks before its turn
-  double timeout_s = 120.0;             // every wait's limit, > 0
+  // rebuilt one at a time in backward (block: classic, nnunet)
+  RecomputeUnit recompute_unit = RecomputeUnit::kLevel;
+  // with recompute: what a stage keeps of each unit in its B and FB waits in
+  // host memory until that unit's backward (activation_offload.h)
+  OnOff offload = OnOff::kOff;
+  Schedule schedule = Schedule::kSequential;
+  Lock lock = Lock::kAuto;
+  Park park = Park::kAuto;
+  OnOff prefetch = OnOff::kOff;  // on: the next stage unparks before its turn
+  double timeout_s = 120.0;      // every wait's limit, > 0
   // More than two stages (pipeline_layout.h): each half cut into parts at
   // the given level indices (the decoder's counted in the order it runs
   // them), or balanced when no cuts are given. Not given: the cuts' count
@@ -177,13 +249,13 @@ struct PipelineConfig {
   // What the cuts not given balance: each part's estimated peak memory
   // (memory), or its forward and backward time measured on the stage's
   // device at the start of the run (time: launcher/time_balance.h).
-  std::string balance = "memory";
+  Balance balance = Balance::kMemory;
   std::vector<int> encoder_cuts;
   std::vector<int> decoder_cuts;
   // listed: pipeline.devices / pipeline.nodes name every stage in pipeline
   // order; mirrored: they name the encoder parts, and each decoder part sits
   // with the encoder part whose largest skip it takes.
-  std::string placement = "listed";
+  PlacementKind placement = PlacementKind::kListed;
   std::vector<std::string> devices;  // empty: the two-stage keys below
   std::vector<int> nodes;
   StagePlacement encoder{"auto", 0};  // every encoder part, unless pipeline.devices says

@@ -19,6 +19,11 @@ struct Row : ConfigKey {
     field = f;
     doc = std::move(d);
   }
+  // A choice key: its enum field and the enum's names.
+  Row(std::string p, KeyType t, ChoiceField f, std::vector<std::string> names, std::string d)
+      : Row(std::move(p), t, ConfigField(f), std::move(d)) {
+    choices = std::move(names);
+  }
   Row& Ints(long long lo, long long hi = INT_MAX) {
     ints = {lo, hi};
     return *this;
@@ -68,14 +73,27 @@ struct Row : ConfigKey {
     return c.member;         \
   }
 
+// clang-format off
+template <typename E>
+std::vector<std::string> NamesOf() {
+  return {std::begin(ChoiceNames<E>::names), std::end(ChoiceNames<E>::names)};
+}
+
+// The enum field of `c` at `member`, and its YAML names (config.h).
+#define UP_CHOICE(member)                                                             \
+  ChoiceField{+[](const Config& c) { return static_cast<int>(c.member); },           \
+              +[](Config& c, int v) { c.member = static_cast<decltype(c.member)>(v); }}, \
+      NamesOf<decltype(Config{}.member)>()
+// clang-format on
+
 using T = KeyType;
 
 std::vector<Row> ModelKeys() {
   return {
-      Row("model.kind", T::kChoice, UP_FIELD(model.kind),
+      Row("model.kind", T::kChoice, UP_CHOICE(model.kind),
           "which U-Net: built from features, "
           "an nnU-Net plan, or a TorchScript bundle")
-          .Choices({"classic", "nnunet", "torchscript"})
+
           .ByHand(),
       Row("model.dims", T::kInt, UP_FIELD(model.dims), "2 for images, 3 for volumes")
           .Ints(2, 3)
@@ -90,8 +108,8 @@ std::vector<Row> ModelKeys() {
       Row("model.features", T::kIntList, UP_FIELD(model.features), "channels per level")
           .Entries(1, 8, 1)
           .Only(When::kClassicModel),
-      Row("model.norm", T::kChoice, UP_FIELD(model.norm), "the normalisation after each conv")
-          .Choices({"batch", "group", "instance"})
+      Row("model.norm", T::kChoice, UP_CHOICE(model.norm), "the normalisation after each conv")
+
           .Only(When::kClassicModel),
       Row("model.groups", T::kInt, UP_FIELD(model.groups), "GroupNorm groups")
           .Ints(1)
@@ -122,8 +140,8 @@ std::vector<Row> ModelKeys() {
 
 std::vector<Row> DataKeys() {
   return {
-      Row("data.kind", T::kChoice, UP_FIELD(data.kind), "where samples come from")
-          .Choices({"synthetic", "folder", "nifti", "cache", "nnunet"})
+      Row("data.kind", T::kChoice, UP_CHOICE(data.kind), "where samples come from")
+
           .ByHand(),
       Row("data.path", T::kString, UP_FIELD(data.path), "the dataset root")
           .Only(When::kNotNnunetData),
@@ -188,25 +206,23 @@ std::vector<Row> TrainKeys() {
           .NotWritten()
           .NotHashed(),
       Row("train.lr", T::kReal, UP_FIELD(train.lr), "learning rate").Reals(0.0, true),
-      Row("train.optimizer", T::kChoice, UP_FIELD(train.optimizer), "the optimizer")
-          .Choices({"adam", "sgd"}),
+      Row("train.optimizer", T::kChoice, UP_CHOICE(train.optimizer), "the optimizer"),
       Row("train.momentum", T::kReal, UP_FIELD(train.momentum), "sgd's momentum")
           .Reals(0.0, false, true, 1.0),
       Row("train.nesterov", T::kBool, UP_FIELD(train.nesterov), "sgd: Nesterov momentum"),
       Row("train.weight_decay", T::kReal, UP_FIELD(train.weight_decay), "L2 weight decay")
           .Reals(0.0, false),
-      Row("train.lr_schedule", T::kChoice, UP_FIELD(train.lr_schedule),
+      Row("train.lr_schedule", T::kChoice, UP_CHOICE(train.lr_schedule),
           "the learning rate's "
-          "course")
-          .Choices({"constant", "cosine", "poly"}),
+          "course"),
       Row("train.steps_per_epoch", T::kInt, UP_FIELD(train.steps_per_epoch),
           "steps an epoch (poly, train.epochs); 0: a step")
           .Ints(0),
       Row("train.poly_exponent", T::kReal, UP_FIELD(train.poly_exponent), "poly's exponent")
           .Reals(0.0, false),
-      Row("train.preset", T::kChoice, UP_FIELD(train.preset),
+      Row("train.preset", T::kChoice, UP_CHOICE(train.preset),
           "nnunet: nnUNetTrainer's recipe as the train defaults")
-          .Choices({"none", "nnunet"})
+
           .ByHand(),
       Row("train.warmup_steps", T::kInt, UP_FIELD(train.warmup_steps), "linear warm-up steps")
           .Ints(0),
@@ -214,13 +230,12 @@ std::vector<Row> TrainKeys() {
           "the global gradient norm's limit; 0: off")
           .Reals(0.0, false)
           .NullIsZero(),
-      Row("train.loss", T::kChoice, UP_FIELD(train.loss), "the loss").Choices({"ce", "ce_dice"}),
+      Row("train.loss", T::kChoice, UP_CHOICE(train.loss), "the loss"),
       Row("train.batch_dice", T::kBool, UP_FIELD(train.batch_dice),
           "ce_dice: Dice over the batch, else per sample"),
       Row("train.deep_supervision", T::kBool, UP_FIELD(train.deep_supervision),
           "a loss at every decoder resolution"),
-      Row("train.precision", T::kChoice, UP_FIELD(train.precision), "the compute precision")
-          .Choices({"fp32", "bf16", "fp16"}),
+      Row("train.precision", T::kChoice, UP_CHOICE(train.precision), "the compute precision"),
       Row("train.loss_scale.init", T::kReal, UP_FIELD(train.loss_scale_init),
           "fp16: the first loss scale")
           .Reals(0.0, true),
@@ -230,12 +245,10 @@ std::vector<Row> TrainKeys() {
       Row("train.memory_budget", T::kByteSize, UP_FIELD(train.memory_budget),
           "each device's size; null: its own")
           .NotHashed(),
-      Row("train.checkpointing", T::kChoice, UP_FIELD(train.checkpointing),
-          "single-process: what backward recomputes")
-          .Choices({"off", "levels", "blocks"}),
-      Row("train.offload", T::kChoice, UP_FIELD(train.offload),
-          "single-process: checkpointed inputs in host memory")
-          .Choices({"off", "on"}),
+      Row("train.checkpointing", T::kChoice, UP_CHOICE(train.checkpointing),
+          "single-process: what backward recomputes"),
+      Row("train.offload", T::kChoice, UP_CHOICE(train.offload),
+          "single-process: checkpointed inputs in host memory"),
       Row("train.seed", T::kUInt64, UP_FIELD(train.seed), "seeds weights, order and data"),
       Row("train.threads", T::kInt, UP_FIELD(train.threads), "torch threads per process")
           .Ints(1, 256),
@@ -266,9 +279,9 @@ std::vector<Row> ValidateKeys() {
           .Reals(0.0, false, true, 1.0)
           .Only(When::kValidation)
           .NotHashed(),
-      Row("validate.nnunet", T::kChoice, UP_FIELD(validate.nnunet),
+      Row("validate.nnunet", T::kChoice, UP_CHOICE(validate.nnunet),
           "nnU-Net's validation folder after the run")
-          .Choices({"on", "off", "npz"})
+
           .Only(When::kNnunetFold)
           .NotHashed(),
   };
@@ -276,28 +289,20 @@ std::vector<Row> ValidateKeys() {
 
 std::vector<Row> PipelineKeys() {
   return {
-      Row("pipeline.transport", T::kChoice, UP_FIELD(pipeline.transport),
-          "how boundary tensors travel")
-          .Choices({"shm", "cuda_ipc", "gloo", "nccl"}),
-      Row("pipeline.activations", T::kChoice, UP_FIELD(pipeline.activations),
-          "keep activations, or recompute them in backward")
-          .Choices({"keep", "recompute"}),
-      Row("pipeline.recompute_unit", T::kChoice, UP_FIELD(pipeline.recompute_unit),
-          "recompute: what is kept and rebuilt")
-          .Choices({"level", "block"}),
-      Row("pipeline.offload", T::kChoice, UP_FIELD(pipeline.offload),
-          "recompute: kept inputs in host memory")
-          .Choices({"off", "on"}),
-      Row("pipeline.schedule", T::kChoice, UP_FIELD(pipeline.schedule), "the stages' schedule")
-          .Choices({"sequential", "gpipe", "1f1b"}),
-      Row("pipeline.lock", T::kChoice, UP_FIELD(pipeline.lock), "device turn-taking")
-          .Choices({"auto", "on", "off"}),
-      Row("pipeline.park", T::kChoice, UP_FIELD(pipeline.park),
-          "training state in host memory off turn")
-          .Choices({"auto", "always", "never"}),
-      Row("pipeline.prefetch", T::kChoice, UP_FIELD(pipeline.prefetch),
-          "the next stage unparks during this turn")
-          .Choices({"off", "on"}),
+      Row("pipeline.transport", T::kChoice, UP_CHOICE(pipeline.transport),
+          "how boundary tensors travel"),
+      Row("pipeline.activations", T::kChoice, UP_CHOICE(pipeline.activations),
+          "keep activations, or recompute them in backward"),
+      Row("pipeline.recompute_unit", T::kChoice, UP_CHOICE(pipeline.recompute_unit),
+          "recompute: what is kept and rebuilt"),
+      Row("pipeline.offload", T::kChoice, UP_CHOICE(pipeline.offload),
+          "recompute: kept inputs in host memory"),
+      Row("pipeline.schedule", T::kChoice, UP_CHOICE(pipeline.schedule), "the stages' schedule"),
+      Row("pipeline.lock", T::kChoice, UP_CHOICE(pipeline.lock), "device turn-taking"),
+      Row("pipeline.park", T::kChoice, UP_CHOICE(pipeline.park),
+          "training state in host memory off turn"),
+      Row("pipeline.prefetch", T::kChoice, UP_CHOICE(pipeline.prefetch),
+          "the next stage unparks during this turn"),
       Row("pipeline.timeout_s", T::kReal, UP_FIELD(pipeline.timeout_s), "every wait's limit")
           .Reals(0.0, true)
           .NotHashed(),
@@ -310,17 +315,16 @@ std::vector<Row> PipelineKeys() {
       Row("pipeline.replicas", T::kInt, UP_FIELD(pipeline.replicas),
           "data-parallel copies of the pipeline")
           .Ints(1, 64),
-      Row("pipeline.balance", T::kChoice, UP_FIELD(pipeline.balance), "what cuts not given balance")
-          .Choices({"memory", "time"}),
+      Row("pipeline.balance", T::kChoice, UP_CHOICE(pipeline.balance),
+          "what cuts not given balance"),
       Row("pipeline.cuts.encoder", T::kIntList, UP_FIELD(pipeline.encoder_cuts),
           "where each encoder part after the first starts")
           .Entries(0, 63, 1),
       Row("pipeline.cuts.decoder", T::kIntList, UP_FIELD(pipeline.decoder_cuts),
           "the same, decoder levels in the order they run")
           .Entries(0, 63, 1),
-      Row("pipeline.placement", T::kChoice, UP_FIELD(pipeline.placement),
-          "what pipeline.devices and .nodes name")
-          .Choices({"listed", "mirrored"}),
+      Row("pipeline.placement", T::kChoice, UP_CHOICE(pipeline.placement),
+          "what pipeline.devices and .nodes name"),
       Row("pipeline.devices", T::kDeviceList, UP_FIELD(pipeline.devices),
           "each stage's device, in pipeline order"),
       Row("pipeline.nodes", T::kIntList, UP_FIELD(pipeline.nodes), "each stage's node rank")
@@ -346,6 +350,7 @@ std::vector<ConfigKey> MakeTable() {
 }
 
 #undef UP_FIELD
+#undef UP_CHOICE
 
 std::string SectionOf(const std::string& path) {
   const size_t dot = path.rfind('.');
@@ -359,19 +364,19 @@ bool Applies(When when, const Config& c) {
     case When::kAlways:
       return true;
     case When::kClassicModel:
-      return c.model.kind == "classic";
+      return c.model.kind == ModelKind::kClassic;
     case When::kNnunetModel:
-      return c.model.kind == "nnunet";
+      return c.model.kind == ModelKind::kNnunet;
     case When::kTorchscriptModel:
-      return c.model.kind == "torchscript";
+      return c.model.kind == ModelKind::kTorchscript;
     case When::kNnunetData:
-      return c.data.kind == "nnunet";
+      return c.data.kind == DataKind::kNnunet;
     case When::kNotNnunetData:
-      return c.data.kind != "nnunet";
+      return c.data.kind != DataKind::kNnunet;
     case When::kValidation:
       return c.data.HasValidation();
     case When::kNnunetFold:
-      return c.data.kind == "nnunet" && c.data.fold != "all";
+      return c.data.kind == DataKind::kNnunet && !c.data.AllFolds();
   }
   return true;
 }
@@ -403,12 +408,13 @@ std::string InsteadText(When when, const Config& c) {
     case When::kClassicModel:
     case When::kNnunetModel:
     case When::kTorchscriptModel:
-      return "model.kind is " + c.model.kind;
+      return "model.kind is " + NameOf(c.model.kind);
     case When::kNnunetData:
     case When::kNotNnunetData:
-      return "data.kind is " + c.data.kind;
+      return "data.kind is " + NameOf(c.data.kind);
     case When::kNnunetFold:
-      return c.data.kind != "nnunet" ? "data.kind is " + c.data.kind : "data.fold is all";
+      return c.data.kind != DataKind::kNnunet ? "data.kind is " + NameOf(c.data.kind)
+                                              : "data.fold is all";
     case When::kValidation:
       return "no data.validation";
     case When::kAlways:
@@ -519,6 +525,7 @@ std::string KeyValueText(const ConfigKey& key, const Config& c) {
     case T::kBool:
       return ValueOf<bool>(key, c) ? "true" : "false";
     case T::kChoice:
+      return Quote(key.choices[static_cast<size_t>(std::get<ChoiceField>(key.field).get(c))]);
     case T::kString:
     case T::kDevice:
     case T::kFold:

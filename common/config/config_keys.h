@@ -25,7 +25,7 @@ enum class KeyType {
   kUInt64,       // any integer in [0, 2^64)
   kReal,         // a finite number in `reals`
   kBool,         // true | false (on | off)
-  kChoice,       // one of `choices`
+  kChoice,       // one of `choices` (an enum field: ChoiceField)
   kSubset,       // a list of distinct `choices`
   kString,       // any string (null: "")
   kDevice,       // auto | cpu | cuda | cuda:N
@@ -77,11 +77,18 @@ struct RealRange {
 
 template <typename T>
 using FieldOf = T& (*)(Config&);
+
+// A choice key's enum field, as the index of its value among the choices.
+struct ChoiceField {
+  int (*get)(const Config&);
+  void (*set)(Config&, int);
+};
 // Where a key's value lives in a Config (monostate: the keys read by hand
 // that have no single field, and train.epochs).
-using ConfigField = std::variant<std::monostate, FieldOf<int>, FieldOf<int64_t>, FieldOf<uint64_t>,
-                                 FieldOf<double>, FieldOf<bool>, FieldOf<std::string>,
-                                 FieldOf<std::vector<int>>, FieldOf<std::vector<std::string>>>;
+using ConfigField =
+    std::variant<std::monostate, FieldOf<int>, FieldOf<int64_t>, FieldOf<uint64_t>, FieldOf<double>,
+                 FieldOf<bool>, FieldOf<std::string>, FieldOf<std::vector<int>>,
+                 FieldOf<std::vector<std::string>>, ChoiceField>;
 
 struct ConfigKey {
   std::string path;  // "train.lr"

@@ -71,13 +71,13 @@ void ReadModel(const Reader& r, Config* c) {
   ModelConfig* m = &c->model;
   r.Key("model.kind", c);
   r.CheckApplies("model", *c);
-  if (m->kind == "torchscript") {
+  if (m->kind == ModelKind::kTorchscript) {
     ReadTorchscriptModel(r, c);
     return;
   }
   r.Key("model.in_channels", c);
   r.Key("model.num_classes", c);  // >= 2 without regions (ReadRegions)
-  if (m->kind == "classic") {
+  if (m->kind == ModelKind::kClassic) {
     for (const char* key : {"model.dims", "model.features", "model.norm", "model.groups"})
       r.Key(key, c);
     return;
@@ -111,8 +111,8 @@ void ReadModel(const Reader& r, Config* c) {
                    std::to_string(m->nnunet.dims));
   }
   m->dims = m->nnunet.dims;
-  c->train.deep_supervision = true;  // as nnU-Net trains,
-  c->train.loss = "ce_dice";         // with its Dice + CE (DC_and_CE_loss)
+  c->train.deep_supervision = true;   // as nnU-Net trains,
+  c->train.loss = LossKind::kCeDice;  // with its Dice + CE (DC_and_CE_loss)
 }
 
 std::string AbsolutePath(const std::string& path) {
@@ -135,7 +135,7 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 std::optional<NnunetDataset> ReadNnunetData(const Reader& r, Config* c) {
   DataConfig* d = &c->data;
   r.Key("data.kind", c);
-  if (d->kind != "nnunet") {
+  if (d->kind != DataKind::kNnunet) {
     r.CheckApplies("data", *c);
     return std::nullopt;
   }
@@ -175,8 +175,8 @@ std::optional<NnunetDataset> ReadNnunetData(const Reader& r, Config* c) {
   d->cache = d->cache.empty() ? ds.data_dir + ".unet-pipeline" : AbsolutePath(d->cache);
 
   ModelConfig* m = &c->model;
-  if (!r.Has("model.kind")) m->kind = "nnunet";
-  if (m->kind == "nnunet" && !r.Has("model.plans") && !r.Has("model.architecture"))
+  if (!r.Has("model.kind")) m->kind = ModelKind::kNnunet;
+  if (m->kind == ModelKind::kNnunet && !r.Has("model.plans") && !r.Has("model.architecture"))
     m->plans = ds.plans_file;
   if (!r.Has("model.configuration")) m->configuration = d->configuration;
   m->in_channels = static_cast<int>(ds.channel_names.size());
@@ -263,9 +263,9 @@ void ReadData(const Reader& r, Config* c) {
   }
   if (r.Has("data.augment")) {
     r.Subset("data.augment", &d->augment, AugmentationNames());
-  } else if (d->kind == "nifti" || d->kind == "cache") {
+  } else if (d->kind == DataKind::kNifti || d->kind == DataKind::kCache) {
     d->augment = AugmentationNames();
-  } else if (d->kind == "nnunet") {
+  } else if (d->kind == DataKind::kNnunet) {
     // nnU-Net's own (nnUNetTrainer.get_training_transforms): no quarter turns.
     d->augment = {"scale",      "rotate",   "mirror", "noise",          "blur",
                   "brightness", "contrast", "lowres", "gamma_inverted", "gamma"};
@@ -292,27 +292,27 @@ void ReadData(const Reader& r, Config* c) {
 }
 
 // train.preset = nnunet: nnUNetTrainer's recipe (nnunetv2 2.x) as defaults.
-void ApplyNnunetPreset(const std::string& model_kind, TrainConfig* t) {
-  t->optimizer = "sgd";
+void ApplyNnunetPreset(ModelKind model_kind, TrainConfig* t) {
+  t->optimizer = Optimizer::kSgd;
   t->lr = 1e-2;
   t->momentum = 0.99;
   t->nesterov = true;
   t->weight_decay = 3e-5;
-  t->lr_schedule = "poly";
+  t->lr_schedule = LrSchedule::kPoly;
   t->poly_exponent = 0.9;
   t->steps_per_epoch = 250;  // num_iterations_per_epoch
   t->steps = 1000 * 250;     // num_epochs
   t->grad_clip = 12;
   t->micro_batches = 1;  // the plan's batch in one step, Dice over it as nnU-Net's
-  t->loss = "ce_dice";
-  if (model_kind == "nnunet") t->deep_supervision = true;
+  t->loss = LossKind::kCeDice;
+  if (model_kind == ModelKind::kNnunet) t->deep_supervision = true;
 }
 
 void ReadTrain(const Reader& r, Config* c) {
   TrainConfig* t = &c->train;
-  t->preset = c->data.kind == "nnunet" ? "nnunet" : "none";
+  t->preset = c->data.kind == DataKind::kNnunet ? Preset::kNnunet : Preset::kNone;
   r.Key("train.preset", c);
-  if (t->preset == "nnunet") ApplyNnunetPreset(c->model.kind, t);
+  if (t->preset == Preset::kNnunet) ApplyNnunetPreset(c->model.kind, t);
   r.Section("train", c);
   if (r.Has("train.epochs")) {
     int epochs = 0;
@@ -324,7 +324,7 @@ void ReadTrain(const Reader& r, Config* c) {
       r.FailAt("train.epochs", "", "makes more than " + std::to_string(INT_MAX) + " steps");
     t->steps = static_cast<int>(steps);
   }
-  if (t->nesterov && (t->optimizer != "sgd" || t->momentum <= 0))
+  if (t->nesterov && (t->optimizer != Optimizer::kSgd || t->momentum <= 0))
     r.FailAt("train.nesterov", "true",
              "needs train.optimizer = sgd with train.momentum > 0 (nnU-Net: 0.99)");
 }

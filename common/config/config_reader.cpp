@@ -31,8 +31,13 @@ void Reader::Key(const ConfigKey& key, Config* c) const {
     }
     case KeyType::kBool:
       return Bool(path, FieldIn<bool>(key, c));
-    case KeyType::kChoice:
-      return Enum(path, FieldIn<std::string>(key, c), key.choices);
+    case KeyType::kChoice: {
+      const ChoiceField& field = std::get<ChoiceField>(key.field);
+      std::string name = key.choices[static_cast<size_t>(field.get(*c))];
+      Enum(path, &name, key.choices);
+      const auto at = std::find(key.choices.begin(), key.choices.end(), name);
+      return field.set(*c, static_cast<int>(at - key.choices.begin()));
+    }
     case KeyType::kSubset:
       return Subset(path, FieldIn<std::vector<std::string>>(key, c), key.choices);
     case KeyType::kString:

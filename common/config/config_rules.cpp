@@ -44,10 +44,10 @@ void CheckValidateRules(const Reader& r, const Config& c) {
                "(0.2) or a list of case names");
     }
   }
-  if (r.Has("validate.nnunet") && (c.data.kind != "nnunet" || c.data.fold == "all")) {
+  if (r.Has("validate.nnunet") && (c.data.kind != DataKind::kNnunet || c.data.AllFolds())) {
     r.FailAt(
-        "validate.nnunet", Quote(c.validate.nnunet),
-        c.data.kind != "nnunet"
+        "validate.nnunet", Quote(NameOf(c.validate.nnunet)),
+        c.data.kind != DataKind::kNnunet
             ? "nnU-Net's validation folder is for data.kind: nnunet; drop the key"
             : "data.fold: all holds out no cases to validate; give a fold 0..4 or drop the key");
   }
@@ -56,7 +56,7 @@ void CheckValidateRules(const Reader& r, const Config& c) {
 // The model's norm groups and heads.
 void CheckModelRules(const Reader& r, const Config& c) {
   const ModelConfig& m = c.model;
-  if (m.norm == "group") {
+  if (m.norm == Norm::kGroup) {
     long long g = 2LL * m.features.back();
     for (int f : m.features) g = std::gcd(g, static_cast<long long>(f));
     if (g % m.groups != 0) {
@@ -67,12 +67,12 @@ void CheckModelRules(const Reader& r, const Config& c) {
     }
   }
 
-  if (c.train.deep_supervision && m.kind == "classic") {
+  if (c.train.deep_supervision && m.kind == ModelKind::kClassic) {
     r.FailAt("train.deep_supervision", "true",
              "needs model.kind = nnunet or torchscript (the classic U-Net has one head); set it "
              "to false");
   }
-  if (c.train.deep_supervision && m.kind == "torchscript" &&
+  if (c.train.deep_supervision && m.kind == ModelKind::kTorchscript &&
       static_cast<int>(m.bundle.heads.size()) != m.bundle.levels()) {
     std::string have;
     for (const BundleLevel& h : m.bundle.heads)
@@ -87,16 +87,17 @@ void CheckModelRules(const Reader& r, const Config& c) {
 // The data against the model: paths, channels, classes and patch sizes.
 void CheckDataRules(const Reader& r, const Config& c) {
   const ModelConfig& m = c.model;
-  if (c.data.kind != "synthetic" && c.data.kind != "nnunet" && c.data.path.empty()) {
+  if (c.data.kind != DataKind::kSynthetic && c.data.kind != DataKind::kNnunet &&
+      c.data.path.empty()) {
     r.FailAt("data.path", Quote(c.data.path),
-             "must name the dataset root when data.kind = " + c.data.kind);
+             "must name the dataset root when data.kind = " + NameOf(c.data.kind));
   }
-  if (c.data.kind == "folder" && m.dims != 2) {
+  if (c.data.kind == DataKind::kFolder && m.dims != 2) {
     r.FailAt("model.dims", std::to_string(m.dims),
              "must be 2 when data.kind = folder (PNG images are 2-D); use data.kind = nifti for "
              "3-D volumes");
   }
-  if (c.data.kind == "nifti") {
+  if (c.data.kind == DataKind::kNifti) {
     // BraTS: four modalities in, labels 0, 1, 2, 4 out (classes 0..3);
     // model.dims 2 trains on slices of the volumes.
     if (m.in_channels != 4) {
@@ -113,19 +114,20 @@ void CheckDataRules(const Reader& r, const Config& c) {
                "classes 0..3; whole tumour, core, enhancing: [[1, 2, 3], [1, 3], [3]])");
     }
   }
-  if (m.kind != "classic") {
+  if (m.kind != ModelKind::kClassic) {
     const std::vector<int> total = PatchMultiple(m);
     for (size_t d = 0; d < c.data.size.size(); ++d) {
       if (c.data.size[d] % total[d] != 0) {
         r.FailAt("data.size", IntList(c.data.size),
                  "axis " + std::to_string(d) + " must be divisible by " + std::to_string(total[d]) +
-                     (m.kind == "nnunet" ? ", the product of the architecture's strides on it; "
-                                         : ", the bundle's downsampling on it; ") +
+                     (m.kind == ModelKind::kNnunet
+                          ? ", the product of the architecture's strides on it; "
+                          : ", the bundle's downsampling on it; ") +
                      NearestMultiples(c.data.size[d], total[d]));
       }
     }
   }
-  if (m.kind == "classic") {
+  if (m.kind == ModelKind::kClassic) {
     const int factor = 1 << static_cast<int>(m.features.size());
     for (int s : c.data.size) {
       if (s % factor != 0) {
@@ -168,38 +170,38 @@ void CheckActivationRules(const Reader& r, const Config& c) {
   const ModelConfig& m = c.model;
   const TrainConfig& t = c.train;
   const PipelineConfig& p = c.pipeline;
-  if (p.lock == "on" && p.schedule != "sequential") {
-    r.FailAt("pipeline.lock", Quote(p.lock),
-             "cannot be on with pipeline.schedule = " + p.schedule +
+  if (p.lock == Lock::kOn && p.schedule != Schedule::kSequential) {
+    r.FailAt("pipeline.lock", Quote(NameOf(p.lock)),
+             "cannot be on with pipeline.schedule = " + NameOf(p.schedule) +
                  " (overlapped schedules need the lock off or stages on different devices); "
                  "set pipeline.lock to auto or off, or pipeline.schedule to sequential");
   }
   // Blocks inside a level: the classic U-Net's conv-norm-ReLU and nnU-Net's
   // conv blocks and residual blocks; a TorchScript bundle's level is one file.
-  if (m.kind == "torchscript") {
-    if (t.checkpointing == "blocks") {
-      r.FailAt("train.checkpointing", Quote(t.checkpointing),
+  if (m.kind == ModelKind::kTorchscript) {
+    if (t.checkpointing == Checkpointing::kBlocks) {
+      r.FailAt("train.checkpointing", Quote(NameOf(t.checkpointing)),
                "needs blocks inside the levels, and a torchscript bundle's level is one opaque "
                "module; use levels");
     }
-    if (p.recompute_unit == "block") {
-      r.FailAt("pipeline.recompute_unit", Quote(p.recompute_unit),
+    if (p.recompute_unit == RecomputeUnit::kBlock) {
+      r.FailAt("pipeline.recompute_unit", Quote(NameOf(p.recompute_unit)),
                "needs blocks inside the levels, and a torchscript bundle's level is one opaque "
                "module; use level");
     }
   }
-  if (p.recompute_unit != "level" && p.activations != "recompute") {
-    r.FailAt("pipeline.recompute_unit", Quote(p.recompute_unit),
+  if (p.recompute_unit != RecomputeUnit::kLevel && p.activations != Activations::kRecompute) {
+    r.FailAt("pipeline.recompute_unit", Quote(NameOf(p.recompute_unit)),
              "applies only with pipeline.activations = recompute (keep recomputes nothing); set "
              "pipeline.activations to recompute");
   }
-  if (t.offload == "on" && t.checkpointing == "off") {
-    r.FailAt("train.offload", Quote(t.offload),
+  if (t.offload == OnOff::kOn && t.checkpointing == Checkpointing::kOff) {
+    r.FailAt("train.offload", Quote(NameOf(t.offload)),
              "parks what checkpointing keeps (each unit's input), and without it autograd keeps "
              "every activation itself; set train.checkpointing to levels or blocks");
   }
-  if (p.offload == "on" && p.activations != "recompute") {
-    r.FailAt("pipeline.offload", Quote(p.offload),
+  if (p.offload == OnOff::kOn && p.activations != Activations::kRecompute) {
+    r.FailAt("pipeline.offload", Quote(NameOf(p.offload)),
              "parks what recompute keeps (each unit's input), and with keep autograd holds every "
              "saved tensor itself; set pipeline.activations to recompute");
   }

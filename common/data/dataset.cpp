@@ -200,11 +200,13 @@ std::unique_ptr<Dataset> MakeDataset(const Config& config) {
 }
 
 std::unique_ptr<Dataset> MakeWholeDataset(const Config& config) {
-  if (config.data.kind == "folder")
+  if (config.data.kind == DataKind::kFolder)
     return std::make_unique<FolderDataset>(config.model, config.data);
-  if (config.data.kind == "nifti") return std::make_unique<NiftiDataset>(config.model, config.data);
-  if (config.data.kind == "cache") return std::make_unique<CacheDataset>(config.model, config.data);
-  if (config.data.kind == "nnunet") {
+  if (config.data.kind == DataKind::kNifti)
+    return std::make_unique<NiftiDataset>(config.model, config.data);
+  if (config.data.kind == DataKind::kCache)
+    return std::make_unique<CacheDataset>(config.model, config.data);
+  if (config.data.kind == DataKind::kNnunet) {
     // nnU-Net's preprocessed arrays, converted once into data.cache
     // (common/nnunet/nnunet_import.h) and read from there as any cache.
     DataConfig cached = config.data;

@@ -42,7 +42,7 @@ CaseSplit NnunetSplit(const Dataset& whole, const DataConfig& data) {
 }  // namespace
 
 CaseSplit SplitCases(const Dataset& whole, const DataConfig& data, uint64_t seed) {
-  if (data.kind == "nnunet") return NnunetSplit(whole, data);
+  if (data.kind == DataKind::kNnunet) return NnunetSplit(whole, data);
   const int64_t n = whole.size();
   std::vector<bool> held(static_cast<size_t>(n), false);
   if (!data.validation_cases.empty()) {

@@ -14,13 +14,14 @@ std::vector<std::string> Suggestions(const Config& c, bool single_process) {
   std::vector<std::string> out;
   const int per_micro_batch = MicroBatchSamples(c);
   if (single_process) {
-    if (c.train.checkpointing == "off") out.push_back("train.checkpointing=levels");
+    if (c.train.checkpointing == Checkpointing::kOff) out.push_back("train.checkpointing=levels");
     out.push_back("the pipeline (drop --single-process) with pipeline.activations=recompute");
   } else {
-    if (c.pipeline.activations == "keep") out.push_back("pipeline.activations=recompute");
+    if (c.pipeline.activations == Activations::kKeep)
+      out.push_back("pipeline.activations=recompute");
     // auto parks where the stages share a card (a budgeted CPU device is one)
     const bool shared = c.pipeline.encoder.device == c.pipeline.decoder.device;
-    if (shared && c.pipeline.park == "never") out.push_back("pipeline.park=always");
+    if (shared && c.pipeline.park == Park::kNever) out.push_back("pipeline.park=always");
   }
   if (per_micro_batch > 1)
     out.push_back("train.micro_batches=" + std::to_string(c.train.batch_size));

@@ -66,8 +66,9 @@ void EndLevel(int64_t input, StageCounts* s) {
 void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s,
                    int64_t kept, int64_t held) {
   const int64_t k = Pow(3, c.model.dims);
-  s->parameters += k * in * out + k * out * out + 4 * out;         // convs + two affine norms
-  if (c.model.norm == "batch") s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
+  s->parameters += k * in * out + k * out * out + 4 * out;  // convs + two affine norms
+  if (c.model.norm == Norm::kBatch)
+    s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
   int64_t start = s->activation_elements;
   s->activation_elements += in * voxels + 2 * out * voxels;
   EndBlock(start, kept, held, out * voxels, s);
@@ -251,8 +252,8 @@ void StageCounts::Merge(const StageCounts& o) {
 }
 
 std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
-  if (c.model.kind == "torchscript") return BundleEncoderLevels(c);
-  if (c.model.kind == "nnunet") return NnunetEncoderLevels(c);
+  if (c.model.kind == ModelKind::kTorchscript) return BundleEncoderLevels(c);
+  if (c.model.kind == ModelKind::kNnunet) return NnunetEncoderLevels(c);
   const int levels = static_cast<int>(c.model.features.size());
   std::vector<StageCounts> out(static_cast<size_t>(levels + 1));
   int64_t in = c.model.in_channels;
@@ -275,8 +276,8 @@ std::vector<StageCounts> EncoderLevelCounts(const Config& c) {
 }
 
 std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
-  if (c.model.kind == "torchscript") return BundleDecoderLevels(c);
-  if (c.model.kind == "nnunet") return NnunetDecoderLevels(c);
+  if (c.model.kind == ModelKind::kTorchscript) return BundleDecoderLevels(c);
+  if (c.model.kind == ModelKind::kNnunet) return NnunetDecoderLevels(c);
   const int levels = static_cast<int>(c.model.features.size());
   std::vector<StageCounts> out(static_cast<size_t>(levels));
   int64_t in = 2 * c.model.features.back();
@@ -304,7 +305,7 @@ StageCounts EncoderCounts(const Config& c) { return Sum(EncoderLevelCounts(c)); 
 StageCounts DecoderCounts(const Config& c) { return Sum(DecoderLevelCounts(c)); }
 
 int64_t FloorBytes(const Config& c) {
-  const bool blocks = c.model.kind != "torchscript";
+  const bool blocks = c.model.kind != ModelKind::kTorchscript;
   int64_t floor = 0;
   for (const std::vector<StageCounts>& half : {EncoderLevelCounts(c), DecoderLevelCounts(c)}) {
     for (const StageCounts& l : half) {
@@ -331,10 +332,11 @@ int64_t VoxelsAtLevel(const Config& c, int level) {
   return v;
 }
 
-int BytesPerActivation(const Config& c) { return c.train.precision == "fp32" ? 4 : 2; }
+int BytesPerActivation(const Config& c) { return c.train.precision == Precision::kFp32 ? 4 : 2; }
 
 int64_t StateBytes(const Config& c, const StageCounts& s) {
-  const int64_t optimizer_copies = c.train.optimizer == "adam" ? 2 : (c.train.momentum > 0 ? 1 : 0);
+  const int64_t optimizer_copies =
+      c.train.optimizer == Optimizer::kAdam ? 2 : (c.train.momentum > 0 ? 1 : 0);
   return TurnStateBytes(s) + 4 * s.parameters * optimizer_copies;
 }
 

@@ -60,9 +60,9 @@ void ReadLevelTimes(const std::string& path, LevelTimes* into) {
 
 bool NeedsLevelTimes(const Config& c) {
   const PipelineConfig& p = c.pipeline;
-  if (p.balance != "time") return false;
+  if (p.balance != Balance::kTime) return false;
   return (p.encoder_parts > 1 && p.encoder_cuts.empty()) ||
-         (p.decoder_parts > 1 && p.decoder_cuts.empty() && p.placement != "mirrored");
+         (p.decoder_parts > 1 && p.decoder_cuts.empty() && p.placement != PlacementKind::kMirrored);
 }
 
 bool ApplyTimeBalance(const LevelTimes& times, Config* config) {
@@ -76,7 +76,8 @@ bool ApplyTimeBalance(const LevelTimes& times, Config* config) {
   if (p.encoder_parts > 1 && p.encoder_cuts.empty()) {
     std::vector<double> ms = times.encoder_ms;
     std::string key = "config: pipeline.encoder_parts";
-    if (p.placement == "mirrored") {  // a device runs encoder level i and decoder level i
+    if (p.placement ==
+        PlacementKind::kMirrored) {  // a device runs encoder level i and decoder level i
       ms.pop_back();
       for (size_t i = 0; i < L; ++i) ms[i] += times.decoder_ms[i];
       ms[L - 1] += times.encoder_ms[L];
@@ -85,7 +86,7 @@ bool ApplyTimeBalance(const LevelTimes& times, Config* config) {
     p.encoder_cuts = BalancedCuts(Micros(ms), p.encoder_parts, key);
     filled = true;
   }
-  if (p.decoder_parts > 1 && p.decoder_cuts.empty() && p.placement != "mirrored") {
+  if (p.decoder_parts > 1 && p.decoder_cuts.empty() && p.placement != PlacementKind::kMirrored) {
     std::vector<double> run_order(times.decoder_ms.rbegin(), times.decoder_ms.rend());
     p.decoder_cuts =
         BalancedCuts(Micros(run_order), p.decoder_parts, "config: pipeline.decoder_parts");

@@ -5,7 +5,7 @@ namespace up {
 
 LevelGeometry Geometry(const ModelConfig& model) {
   LevelGeometry g;
-  if (model.kind == "nnunet") {
+  if (model.kind == ModelKind::kNnunet) {
     const NnunetArchitecture& a = model.nnunet;
     for (int s = 0; s + 1 < a.stages(); ++s) g.skip_channels.push_back(a.features[s]);
     g.bottleneck_channels = a.features.back();
@@ -14,7 +14,7 @@ LevelGeometry Geometry(const ModelConfig& model) {
     g.head.assign(g.skip_channels.size(), true);  // a seg layer per decoder stage
     return g;
   }
-  if (model.kind == "torchscript") {
+  if (model.kind == ModelKind::kTorchscript) {
     const TorchscriptBundle& b = model.bundle;
     for (int i = 0; i < b.levels(); ++i)
       g.skip_channels.push_back(b.encoder[static_cast<size_t>(i)].output[1]);

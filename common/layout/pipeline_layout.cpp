@@ -24,7 +24,7 @@ std::string List(const std::vector<int>& v) {
 // recompute).
 int64_t LevelCost(const Config& c, const StageCounts& level) {
   const int64_t n = MicroBatchSamples(c);
-  const int64_t kept = c.pipeline.activations == "keep" ? c.train.micro_batches : 1;
+  const int64_t kept = c.pipeline.activations == Activations::kKeep ? c.train.micro_batches : 1;
   return StateBytes(c, level) + level.activation_elements * n * BytesPerActivation(c) * kept;
 }
 
@@ -308,7 +308,7 @@ PipelineLayout ResolveLayout(const Config& c, int replica) {
   const PipelineConfig& p = c.pipeline;
   const LevelGeometry g = Geometry(c.model);
   const int L = g.levels();
-  const bool mirrored = p.placement == "mirrored";
+  const bool mirrored = p.placement == PlacementKind::kMirrored;
   PipelineLayout out;
   out.levels = L;
   const int K = std::max(1, p.encoder_parts), KD = std::max(1, p.decoder_parts);

@@ -31,7 +31,7 @@ double MedianMs(const torch::Device& device, int repeats, const std::function<vo
 }
 
 CheckpointUnit PartUnit(const Config& config) {
-  return config.pipeline.activations == "recompute"
+  return config.pipeline.activations == Activations::kRecompute
              ? CheckpointUnitOf(config.pipeline.recompute_unit)
              : CheckpointUnit::kNone;
 }

@@ -67,7 +67,7 @@ LossSpec MakeLossSpec(const Config& config) {
   LossSpec spec;
   spec.kind = config.train.loss;
   spec.batch_dice = config.train.batch_dice;
-  spec.nnunet = config.model.kind == "nnunet";
+  spec.nnunet = config.model.kind == ModelKind::kNnunet;
   spec.regions = config.model.regions;
   if (config.train.deep_supervision) {
     const int outputs = Geometry(config.model).levels();  // one per decoder level
@@ -101,12 +101,13 @@ torch::Tensor SegmentationLoss(const std::vector<torch::Tensor>& outputs,
     torch::Tensor loss;
     if (spec.regions.empty()) {
       loss = torch::nn::functional::cross_entropy(logits, t);
-      if (spec.kind == "ce_dice") loss = loss + DiceTerm(logits, t, spec);
+      if (spec.kind == LossKind::kCeDice) loss = loss + DiceTerm(logits, t, spec);
     } else {
       const torch::Tensor regions =
           RegionTargets(t, spec.regions).to(logits.dtype());  // (N, R, *S)
       loss = torch::binary_cross_entropy_with_logits(logits, regions);
-      if (spec.kind == "ce_dice") loss = loss + SoftDice(torch::sigmoid(logits), regions, spec);
+      if (spec.kind == LossKind::kCeDice)
+        loss = loss + SoftDice(torch::sigmoid(logits), regions, spec);
     }
     if (outputs.size() > 1) loss = loss * spec.weights[i];
     total = total.defined() ? total + loss : loss;

@@ -15,8 +15,8 @@ namespace up {
 
 // What the loss is, from the config.
 struct LossSpec {
-  std::string kind = "ce";  // ce | ce_dice
-  bool batch_dice = true;   // Dice over the whole batch, else per sample, then the mean
+  LossKind kind = LossKind::kCe;
+  bool batch_dice = true;  // Dice over the whole batch, else per sample, then the mean
   // nnU-Net's soft Dice (MemoryEfficientSoftDiceLoss): smoothing 1e-5 and
   // loss = ce - dice, the numbers nnU-Net logs. Otherwise smoothing 1 and
   // loss = ce + 1 - dice.

@@ -46,8 +46,8 @@ class AutocastSetting {
 // The dtype `train.precision` computes the forward in: autocast's (bf16,
 // fp16), or fp32 without it. Boundary tensors travel in it.
 inline at::ScalarType ForwardDtype(const TrainConfig& train) {
-  if (train.precision == "bf16") return at::kBFloat16;
-  if (train.precision == "fp16") return at::kHalf;
+  if (train.precision == Precision::kBf16) return at::kBFloat16;
+  if (train.precision == Precision::kFp16) return at::kHalf;
   return at::kFloat;
 }
 

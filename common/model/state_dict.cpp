@@ -16,7 +16,7 @@ NamedTensors MergedStateDict(const ModelConfig& model, const torch::nn::Module& 
     out.emplace_back("encoder." + name, t.detach().cpu().contiguous());
   for (const auto& [name, t] : NamedState(decoder))
     out.emplace_back("decoder." + name, t.detach().cpu().contiguous());
-  if (model.kind == "torchscript") {
+  if (model.kind == ModelKind::kTorchscript) {
     // Only the user's own keys: their unsplit module loads it with strict=True.
     std::map<std::string, torch::Tensor> by_name(out.begin(), out.end());
     NamedTensors keyed;
@@ -26,7 +26,7 @@ NamedTensors MergedStateDict(const ModelConfig& model, const torch::nn::Module& 
               [](const auto& a, const auto& b) { return a.first < b.first; });
     return keyed;
   }
-  if (model.kind == "nnunet") {
+  if (model.kind == ModelKind::kNnunet) {
     std::map<std::string, torch::Tensor> by_name(out.begin(), out.end());
     std::vector<std::string> names;
     for (const auto& [name, t] : out) names.push_back(name);

@@ -32,9 +32,9 @@ nn::AnyModule MakeUpConv(int dims, int in, int out) {
 }
 
 nn::AnyModule MakeNorm(const ModelConfig& c, int channels) {
-  if (c.norm == "group")
+  if (c.norm == Norm::kGroup)
     return nn::AnyModule(nn::GroupNorm(nn::GroupNormOptions(c.groups, channels)));
-  if (c.norm == "instance") {
+  if (c.norm == Norm::kInstance) {
     if (c.dims == 2)
       return nn::AnyModule(nn::InstanceNorm2d(nn::InstanceNorm2dOptions(channels).affine(true)));
     return nn::AnyModule(nn::InstanceNorm3d(nn::InstanceNorm3dOptions(channels).affine(true)));
@@ -110,11 +110,20 @@ torch::Tensor RunLevel(const Level& level, const std::vector<torch::Tensor>& in,
 
 }  // namespace
 
-CheckpointUnit CheckpointUnitOf(const std::string& setting) {
-  if (setting == "off") return CheckpointUnit::kNone;
-  if (setting == "levels" || setting == "level") return CheckpointUnit::kLevel;
-  if (setting == "blocks" || setting == "block") return CheckpointUnit::kBlock;
-  throw std::invalid_argument("checkpointing unit '" + setting + "'");
+CheckpointUnit CheckpointUnitOf(Checkpointing setting) {
+  switch (setting) {
+    case Checkpointing::kOff:
+      return CheckpointUnit::kNone;
+    case Checkpointing::kLevels:
+      return CheckpointUnit::kLevel;
+    case Checkpointing::kBlocks:
+      return CheckpointUnit::kBlock;
+  }
+  return CheckpointUnit::kNone;
+}
+
+CheckpointUnit CheckpointUnitOf(RecomputeUnit setting) {
+  return setting == RecomputeUnit::kBlock ? CheckpointUnit::kBlock : CheckpointUnit::kLevel;
 }
 
 uint64_t EncoderInitSeed(uint64_t seed) { return Mix(seed * 2 + 0) >> 1; }
@@ -139,7 +148,7 @@ BoundarySpec BoundaryShapes(const ModelConfig& model, const std::vector<int>& si
 
 std::string BoundarySignature(const Config& config) {
   const PipelineLayout layout = ResolveLayout(config);
-  const std::string dtype = config.train.precision == "bf16" ? ":autocast-bf16" : ":f32";
+  const std::string dtype = config.train.precision == Precision::kBf16 ? ":autocast-bf16" : ":f32";
   std::string out;
   for (const StageChannel& ch : layout.channels) {
     if (!layout.two_stage())
@@ -237,9 +246,9 @@ void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
 
 UNetEncoderImpl::UNetEncoderImpl(const ModelConfig& c, uint64_t seed) {
   torch::manual_seed(seed);
-  if (c.kind == "torchscript") {
+  if (c.kind == ModelKind::kTorchscript) {
     BuildBundleEncoder(this, c);
-  } else if (c.kind == "nnunet") {
+  } else if (c.kind == ModelKind::kNnunet) {
     BuildNnunetEncoder(this, c);
   } else {
     BuildClassicEncoder(this, c);
@@ -380,9 +389,9 @@ UNetDecoderImpl::UNetDecoderImpl(const ModelConfig& c, uint64_t seed, bool deep_
   const size_t levels = static_cast<size_t>(Geometry(c).levels());
   levels_.resize(levels);
   heads_.resize(levels);
-  if (c.kind == "torchscript") {
+  if (c.kind == ModelKind::kTorchscript) {
     BuildBundleDecoder(this, c);
-  } else if (c.kind == "nnunet") {
+  } else if (c.kind == ModelKind::kNnunet) {
     BuildNnunetDecoder(this, c);
   } else {
     BuildClassicDecoder(this, c);

@@ -76,9 +76,9 @@ struct Level {
 // (every activation kept), each level's inputs, or each block's
 // (level_checkpoint.h). A level without blocks is recomputed whole.
 enum class CheckpointUnit { kNone, kLevel, kBlock };
-// `train.checkpointing` (off | levels | blocks) and `pipeline.recompute_unit`
-// (level | block).
-CheckpointUnit CheckpointUnitOf(const std::string& setting);
+// `train.checkpointing` and `pipeline.recompute_unit` as a unit.
+CheckpointUnit CheckpointUnitOf(Checkpointing setting);
+CheckpointUnit CheckpointUnitOf(RecomputeUnit setting);
 
 // What a pipeline part computes, by wire name (common/layout/pipeline_layout.h):
 // skip{i}, bottleneck, up{i}, logits{i}.

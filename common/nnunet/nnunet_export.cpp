@@ -88,7 +88,7 @@ std::string DatasetJson(const NnunetExportOptions& o, const ModelConfig& m) {
 }  // namespace
 
 void KeepNnunetPlans(const std::string& run_dir, const Config& config) {
-  if (config.model.kind != "nnunet" || config.model.plans.empty()) return;
+  if (config.model.kind != ModelKind::kNnunet || config.model.plans.empty()) return;
   WriteFileAtomic((fs::path(run_dir) / kKeptPlans).string(), ReadFile(config.model.plans));
   WriteFileAtomic((fs::path(run_dir) / kKeptSource).string(),
                   JsonWriter()
@@ -138,7 +138,7 @@ std::string WriteNnunetResults(const std::string& run_dir, const Config& config)
       d.results.empty() ? fs::path(run_dir) / "nnUNet_results" : fs::path(d.results);
   const fs::path trainer =
       root / ds.name / NnunetTrainerFolder(kNnunetResultsTrainer, ds.plans, ds.configuration);
-  const std::string fold_name = d.fold == "all" ? "fold_all" : "fold_" + d.fold;
+  const std::string fold_name = d.AllFolds() ? "fold_all" : "fold_" + d.fold;
   std::error_code ec;
   fs::create_directories(trainer, ec);
   if (ec) {
@@ -194,8 +194,8 @@ std::string WriteNnunetResults(const std::string& run_dir, const Config& config)
 
 void ExportNnunetFolder(const TrainedModel& model, const NnunetExportOptions& o) {
   const ModelConfig& m = model.config.model;
-  if (m.kind != "nnunet") {
-    throw UsageError("--format nnunet: the run trained model.kind " + m.kind +
+  if (m.kind != ModelKind::kNnunet) {
+    throw UsageError("--format nnunet: the run trained model.kind " + NameOf(m.kind) +
                      "; nnU-Net's predictor loads its own architectures (model.kind: nnunet)");
   }
   const fs::path run = RunOf(model);

@@ -119,7 +119,7 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
       } catch (const Error&) {
       }
     }
-    need_splits = d.fold != "all" && !fs::exists(ds.splits_file(), ec);
+    need_splits = !d.AllFolds() && !fs::exists(ds.splits_file(), ec);
     return !todo_names.empty() || !index_current || need_splits;
   };
   auto up_to_date = [&] {
@@ -164,7 +164,7 @@ NnunetImportOutcome ImportNnunetData(const Config& config) {
       .Raw("channel_names", Strings(ds.channel_names))
       .Raw("label_names", Strings(ds.label_names))
       .Raw("regions", ds.regions.empty() ? "null" : regions)
-      .Raw("splits_file", d.fold != "all" ? JsonWriter::Quote(ds.splits_file()) : "null");
+      .Raw("splits_file", !d.AllFolds() ? JsonWriter::Quote(ds.splits_file()) : "null");
   const std::string request = d.cache + "/import-request.json";
   const std::string log = d.cache + "/import.log";
   WriteFileAtomic(request, req.str() + "\n");

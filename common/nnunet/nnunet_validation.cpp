@@ -37,7 +37,8 @@ NnunetValidation WriteNnunetValidation(const std::string& fold_dir, const std::s
                                    .Field("output", staging.string())
                                    .Field("device", device)
                                    .Field("threads", config.train.threads)
-                                   .Field("save_probabilities", config.validate.nnunet == "npz")
+                                   .Field("save_probabilities",
+                                          config.validate.nnunet == ValidationFolder::kNpz)
                                    .str() +
                                "\n");
   try {

@@ -7,7 +7,7 @@ namespace up::stage {
 
 ActivationParking::ActivationParking(const Config& config, const torch::Device& device)
     : device_(device) {
-  if (config.pipeline.offload == "on") offload_ = std::make_unique<ActivationOffload>(device);
+  if (config.pipeline.offload == OnOff::kOn) offload_ = std::make_unique<ActivationOffload>(device);
 }
 
 InputMover ActivationParking::mover() const {

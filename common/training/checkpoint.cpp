@@ -28,7 +28,8 @@ std::string FileSha256(const std::string& path) { return Sha256Hex(ReadFile(path
 std::string ModelSignature(const ModelConfig& m) {
   std::ostringstream s;
   s << "dims=" << m.dims << ";in=" << m.in_channels << ";classes=" << m.num_classes
-    << ";norm=" << m.norm << ";groups=" << (m.norm == "group" ? m.groups : 0) << ";features=";
+    << ";norm=" << NameOf(m.norm) << ";groups=" << (m.norm == Norm::kGroup ? m.groups : 0)
+    << ";features=";
   for (int f : m.features) s << f << ",";
   return Sha256Hex(s.str());
 }

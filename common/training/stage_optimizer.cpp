@@ -7,7 +7,7 @@ namespace up {
 
 double ScheduledLr(const TrainConfig& t, int64_t step) {
   if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / t.warmup_steps;
-  if (t.lr_schedule == "poly") {
+  if (t.lr_schedule == LrSchedule::kPoly) {
     // nnU-Net's PolyLRScheduler, stepped at each epoch's start: the rate is
     // constant within an epoch of steps_per_epoch steps.
     const int64_t per = std::max(1, t.steps_per_epoch);
@@ -16,7 +16,7 @@ double ScheduledLr(const TrainConfig& t, int64_t step) {
     return t.lr * std::pow(1.0 - static_cast<double>(epoch) / static_cast<double>(epochs),
                            t.poly_exponent);
   }
-  if (t.lr_schedule == "cosine") {
+  if (t.lr_schedule == LrSchedule::kCosine) {
     const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
     const double progress = static_cast<double>(step - t.warmup_steps) / span;
     return 0.5 * t.lr * (1.0 + std::cos(M_PI * progress));
@@ -26,10 +26,10 @@ double ScheduledLr(const TrainConfig& t, int64_t step) {
 
 StageOptimizer::StageOptimizer(torch::nn::Module& module, const TrainConfig& train)
     : train_(train),
-      fp16_(train.precision == "fp16"),
+      fp16_(train.precision == Precision::kFp16),
       scale_{train.loss_scale_init, 0, train.loss_scale_growth_interval},
       params_(module.parameters(/*recurse=*/true)) {
-  if (train.optimizer == "sgd") {
+  if (train.optimizer == Optimizer::kSgd) {
     optimizer_ =
         std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(train.lr)
                                                          .momentum(train.momentum)

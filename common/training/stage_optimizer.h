@@ -32,7 +32,7 @@ double ScheduledLr(const TrainConfig& train, int64_t step);
 // global norm and for fp16's "found inf" verdict. The launcher's schedule and
 // every StageOptimizer ask this one function.
 inline bool NeedsGlobalNorms(const TrainConfig& train) {
-  return train.grad_clip > 0 || train.precision == "fp16";
+  return train.grad_clip > 0 || train.precision == Precision::kFp16;
 }
 
 class StageOptimizer {

@@ -72,13 +72,13 @@ void MoveTrainingState(torch::nn::Module& module, torch::optim::Optimizer& optim
   }
 }
 
-bool ShouldPark(const std::string& park, const torch::Device& device, bool shared, bool budgeted) {
-  if (park == "always") return true;
-  if (park == "never") return false;
+bool ShouldPark(Park park, const torch::Device& device, bool shared, bool budgeted) {
+  if (park == Park::kAlways) return true;
+  if (park == Park::kNever) return false;
   return (device.is_cuda() || budgeted) && shared;
 }
 
-bool ShouldPark(const std::string& park, const torch::Device& encoder, const torch::Device& decoder,
+bool ShouldPark(Park park, const torch::Device& encoder, const torch::Device& decoder,
                 bool budgeted) {
   return ShouldPark(park, encoder, encoder == decoder, budgeted);
 }

@@ -92,10 +92,9 @@ void MoveTrainingState(torch::nn::Module& module, torch::optim::Optimizer& optim
 // Whether a stage on `device` parks outside its turns: pipeline.park always |
 // never | auto (only when another stage shares its GPU, or a CPU device that
 // a `train.memory_budget` makes a card of that size).
-bool ShouldPark(const std::string& park, const torch::Device& device, bool shared,
-                bool budgeted = false);
+bool ShouldPark(Park park, const torch::Device& device, bool shared, bool budgeted = false);
 // The two-stage case: whether both stages park.
-bool ShouldPark(const std::string& park, const torch::Device& encoder, const torch::Device& decoder,
+bool ShouldPark(Park park, const torch::Device& encoder, const torch::Device& decoder,
                 bool budgeted = false);
 
 // RAII turn: unparks on entry, parks on exit (when `enabled`).

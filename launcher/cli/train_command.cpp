@@ -64,11 +64,11 @@ void CheckDevices(const Config& config, bool single_process, int node = 0, int n
 // What a run reads besides its config, checked before any process starts:
 // the bundle's level files (torchscript) and the dataset.
 void CheckData(const Config& config) {
-  if (config.model.kind == "torchscript") CheckBundleLevels(config.model);
-  if (config.data.kind == "synthetic" && !config.data.HasValidation()) return;
-  if (config.data.kind == "nnunet") ImportNnunetData(config);  // once; later runs reuse it
-  const std::unique_ptr<Dataset> data = MakeDataset(config);   // the training cases
-  if (config.data.kind == "folder") {
+  if (config.model.kind == ModelKind::kTorchscript) CheckBundleLevels(config.model);
+  if (config.data.kind == DataKind::kSynthetic && !config.data.HasValidation()) return;
+  if (config.data.kind == DataKind::kNnunet) ImportNnunetData(config);  // once; later runs reuse it
+  const std::unique_ptr<Dataset> data = MakeDataset(config);            // the training cases
+  if (config.data.kind == DataKind::kFolder) {
     for (int64_t i = 0; i < data->size(); ++i) data->Get(i);
   }
   const std::unique_ptr<ValidationSet> val = MakeValidationSet(config);  // its split, checked
@@ -78,9 +78,9 @@ void CheckData(const Config& config) {
           val ? Str(", ", held, " for validation (", val->plan.size(), " window batches a pass)")
               : std::string(),
           " in ",
-          config.data.kind == "nnunet" ? config.data.cache
-          : config.data.path.empty()   ? config.data.kind
-                                       : config.data.path));
+          config.data.kind == DataKind::kNnunet ? config.data.cache
+          : config.data.path.empty()            ? NameOf(config.data.kind)
+                                                : config.data.path));
 }
 
 cxxopts::Options TrainOptions() {
@@ -281,7 +281,7 @@ void FileNnunetFold(const std::string& run, const Config& config) {
       config.data.fold, " -tr ", kNnunetResultsTrainer,
       config.data.plans != "nnUNetPlans" ? " -p " + config.data.plans : "",
       config.data.results.empty() ? " (set nnUNet_results to this folder's nnUNet_results)" : ""));
-  if (config.data.fold == "all" || config.validate.nnunet == "off") return;
+  if (config.data.AllFolds() || config.validate.nnunet == ValidationFolder::kOff) return;
   LogInfo(Str("nnU-Net: validating fold ", config.data.fold,
               "'s held-out cases with nnU-Net's predictor, as nnUNetTrainer does at its end"));
   const NnunetValidation v = WriteNnunetValidation(fold, run, config);
@@ -335,7 +335,7 @@ int TrainCommand(int argc, char** argv) {
   }
   LogInfo(Str("done: ", s.steps, " steps, final loss ", s.final_loss, ", ", s.samples_per_s,
               " samples/s, param_digest ", s.param_digest));
-  if (config.data.kind == "nnunet") FileNnunetFold(run.path(), config);
+  if (config.data.kind == DataKind::kNnunet) FileNnunetFold(run.path(), config);
   return 0;
 }
 

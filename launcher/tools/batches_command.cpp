@@ -33,7 +33,7 @@ int BatchesCommand(int argc, char** argv) {
   if (steps < 1 || steps > config.train.steps)
     throw UsageError("--steps " + std::to_string(steps) +
                      ": must be in [1, train.steps = " + std::to_string(config.train.steps) + "]");
-  if (config.data.kind == "nnunet") ImportNnunetData(config);
+  if (config.data.kind == DataKind::kNnunet) ImportNnunetData(config);
   const std::unique_ptr<Dataset> data = MakeDataset(config);
   NamedTensors out;
   for (int s = 0; s < steps; ++s) {

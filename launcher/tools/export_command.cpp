@@ -80,7 +80,7 @@ int ExportCommand(int argc, char** argv) {
   const ModelConfig& m = model.config.model;
   std::cout << "wrote " << out << ": " << state.size() << " tensors from " << model.checkpoint_dir
             << " (step " << model.step << ")\n";
-  if (m.kind == "nnunet") {
+  if (m.kind == ModelKind::kNnunet) {
     // The architecture beside it, for the reference class to be built from.
     const std::string arch = fs::path(out).replace_extension(".architecture.json").string();
     WriteFileAtomic(arch, "{\"architecture\": " + NnunetArchitectureText(m.nnunet) +
@@ -95,7 +95,7 @@ int ExportCommand(int argc, char** argv) {
               << "  net.load_state_dict(torch.load(\"" << out << "\", weights_only=True))\n";
     return 0;
   }
-  if (m.kind == "torchscript") {
+  if (m.kind == ModelKind::kTorchscript) {
     std::cout << "keys are your model's own (" << m.bundle.source << ", bundle " << m.path
               << "):\n  model.load_state_dict(torch.load(\"" << out
               << "\", weights_only=True), strict=True)\n";
@@ -105,8 +105,9 @@ int ExportCommand(int argc, char** argv) {
             << "  from unet_reference import UNet\n"
             << "  model = UNet(dims=" << m.dims << ", in_channels=" << m.in_channels
             << ", num_classes=" << m.num_classes << ", features=" << FeaturesText(m.features)
-            << ", norm=\"" << m.norm << "\""
-            << (m.norm == "group" ? ", groups=" + std::to_string(m.groups) : std::string()) << ")\n"
+            << ", norm=\"" << NameOf(m.norm) << "\""
+            << (m.norm == Norm::kGroup ? ", groups=" + std::to_string(m.groups) : std::string())
+            << ")\n"
             << "  model.load_state_dict(torch.load(\"" << out << "\", weights_only=True))\n";
   return 0;
 }

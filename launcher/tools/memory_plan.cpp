@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "common/base/errors.h"
+#include "common/config/config_file.h"
+#include "common/config/config_keys.h"
 #include "common/layout/model_geometry.h"
 #include "common/layout/pipeline_layout.h"
 
@@ -37,7 +39,7 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   int64_t boundary = g.bottleneck_channels * VoxelsAt(c, g.scale.back());
   for (int i = 0; i < g.levels(); ++i) boundary += g.skip_channels[i] * VoxelsAt(c, g.scale[i]);
   const int64_t boundary_bytes = boundary * n * a;
-  const bool has_blocks = c.model.kind != "torchscript";
+  const bool has_blocks = c.model.kind != ModelKind::kTorchscript;
   const std::vector<std::string> parked{"pipeline.park=always"};
 
   std::vector<PlanRow> rows;
@@ -150,19 +152,21 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
 
 std::vector<std::string> WaySets(const Config& c, bool single_process,
                                  const std::vector<std::string>& sets) {
-  // The keys that choose a way: (key, the config's value, the default).
+  // The keys that choose a way: (key, the config's value, the default), as
+  // the key table writes them.
   using Key = std::tuple<std::string, std::string, std::string>;
+  const Config defaults = LoadConfig("", {});
+  auto key = [&](const char* path) {
+    const ConfigKey& k = *FindConfigKey(path);
+    return Key{path, ShownDefault(k, c), ShownDefault(k, defaults)};
+  };
   std::vector<Key> keys;
   if (single_process) {
-    keys = {Key{"train.checkpointing", c.train.checkpointing, "off"},
-            Key{"train.offload", c.train.offload, "off"}};
+    keys = {key("train.checkpointing"), key("train.offload")};
   } else {
-    keys = {Key{"pipeline.activations", c.pipeline.activations, "keep"},
-            Key{"pipeline.recompute_unit", c.pipeline.recompute_unit, "level"},
-            Key{"pipeline.offload", c.pipeline.offload, "off"},
+    keys = {key("pipeline.activations"), key("pipeline.recompute_unit"), key("pipeline.offload"),
             // the single-process trainer's own, which the pipeline refuses
-            Key{"train.checkpointing", c.train.checkpointing, "off"},
-            Key{"train.offload", c.train.offload, "off"}};
+            key("train.checkpointing"), key("train.offload")};
   }
   std::vector<std::string> out;
   for (const auto& [key, now, fallback] : keys) {
@@ -233,9 +237,9 @@ PartsPlan PlanParts(const Config& c) {
   const int64_t n = MicroBatchSamples(c);
   const int64_t m = c.train.micro_batches;
   const int64_t a = BytesPerActivation(c);
-  const bool keep = c.pipeline.activations == "keep";
-  const bool blocks = c.pipeline.recompute_unit == "block";
-  const bool offload = c.pipeline.offload == "on";
+  const bool keep = c.pipeline.activations == Activations::kKeep;
+  const bool blocks = c.pipeline.recompute_unit == RecomputeUnit::kBlock;
+  const bool offload = c.pipeline.offload == OnOff::kOn;
   PartsPlan out;
   for (const StageSpec& spec : layout.stages) {
     (spec.encoder ? out.encoder_parts : out.decoder_parts) = spec.parts;
@@ -298,7 +302,7 @@ std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget
       c.pipeline.decoder_parts = stages - encoder_parts;
       c.pipeline.encoder_cuts.clear();
       c.pipeline.decoder_cuts.clear();
-      c.pipeline.placement = "listed";
+      c.pipeline.placement = PlacementKind::kListed;
       c.pipeline.devices.clear();
       c.pipeline.nodes.clear();
       const PartsPlan plan = PlanParts(c);

@@ -100,7 +100,7 @@ std::string List(const std::vector<int>& v) {
 
 }  // namespace
 
-bool ProbesOnOneThread(const Config& config) { return config.train.precision == "bf16"; }
+bool ProbesOnOneThread(const Config& config) { return config.train.precision == Precision::kBf16; }
 
 std::vector<std::vector<int>> ProbePatches(const Config& config, int64_t max_voxels) {
   // Halving the largest axis that can shrink (down to a multiple of the
@@ -164,9 +164,9 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
   // the resolved config, whose dump holds the architecture, on synthetic data.
   std::string probe_config = config_path;
   std::vector<std::string> base = overrides;
-  if (config.data.kind == "nnunet") {
+  if (config.data.kind == DataKind::kNnunet) {
     Config resolved = config;
-    resolved.data.kind = "synthetic";
+    resolved.data.kind = DataKind::kSynthetic;
     resolved.data.augment.clear();
     probe_config = folder.path() + "/config.yaml";
     WriteFileAtomic(probe_config, DumpConfig(resolved));

@@ -235,7 +235,7 @@ void PrintWays(const PlanReport& r) {
       "micro-batch(es), %s\n",
       r.config_path.c_str(), config.model.dims, (r.enc.parameters + r.dec.parameters) / 1e6,
       r.enc.parameters / 1e6, r.dec.parameters / 1e6, config.train.batch_size,
-      config.train.micro_batches, config.train.precision.c_str());
+      config.train.micro_batches, NameOf(config.train.precision).c_str());
   std::printf("device budget %s; context allowance %s per process\n\n",
               FormatBytes(r.budget).c_str(), FormatBytes(kContextAllowanceBytes).c_str());
   std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %8s  %-5s %s\n", "", "state", "activations",
@@ -254,7 +254,8 @@ void PrintWays(const PlanReport& r) {
   std::printf(
       "\nfloor: %s, the largest %s's forward and backward for one sample (x floor: each way's "
       "tensor bytes over it)\n",
-      FormatBytes(r.floor).c_str(), config.model.kind == "torchscript" ? "level" : "block");
+      FormatBytes(r.floor).c_str(),
+      config.model.kind == ModelKind::kTorchscript ? "level" : "block");
   if (!r.measure) return;
   std::printf(
       "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
@@ -283,7 +284,7 @@ void PrintStages(const PlanReport& r) {
       "\nthis config's %zu stages (pipeline.encoder_parts %d, decoder_parts %d, "
       "activations %s, cuts balancing %s), estimate:\n",
       parts.stages.size(), parts.encoder_parts, parts.decoder_parts,
-      config.pipeline.activations.c_str(), r.times ? "measured time" : "estimated memory");
+      NameOf(config.pipeline.activations).c_str(), r.times ? "measured time" : "estimated memory");
   std::printf("  %-10s %-12s %9s %12s %9s %10s %10s %10s%s\n", "stage", "levels", "state",
               "activations", "boundary", "workspace", "turn", "parked",
               r.times ? "   time (ms)" : "");
@@ -317,7 +318,7 @@ void PrintStages(const PlanReport& r) {
   std::printf(
       "fewest parts that fit %s with activations %s: one device in turns: %s; a device "
       "per stage: %s\n",
-      FormatBytes(r.budget).c_str(), config.pipeline.activations.c_str(),
+      FormatBytes(r.budget).c_str(), NameOf(config.pipeline.activations).c_str(),
       fewest_text(r.fewest_shared, true).c_str(), fewest_text(r.fewest_own, false).c_str());
   std::printf(
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "

@@ -321,8 +321,9 @@ int PredictCommand(int argc, char** argv) {
 
   TrainedModel model = LoadTrainedModel(args["checkpoint"].as<std::string>());
   // A network trained on volumes predicts volumes, a 2-D one slice by slice.
-  const std::string& kind = model.config.data.kind;
-  const bool volumes = kind == "nifti" || kind == "cache" || kind == "nnunet";
+  const DataKind kind = model.config.data.kind;
+  const bool volumes =
+      kind == DataKind::kNifti || kind == DataKind::kCache || kind == DataKind::kNnunet;
   const int dims = volumes ? 3 : model.config.model.dims;
   const std::vector<std::string> inputs = ListPredictInputs(args["input"].as<std::string>(), dims);
   const fs::path out(args["out"].as<std::string>());

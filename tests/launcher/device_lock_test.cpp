@@ -9,26 +9,29 @@ namespace up {
 namespace {
 
 TEST(ResolveLock, AutoIsOnExactlyWhenStagesShareADevice) {
-  EXPECT_TRUE(ResolveLock("auto", "cpu", "cpu", "sequential"));
-  EXPECT_TRUE(ResolveLock("auto", "cuda", "cuda:0", "sequential"));
-  EXPECT_FALSE(ResolveLock("auto", "cuda:0", "cuda:1", "sequential"));
-  EXPECT_FALSE(ResolveLock("auto", "cuda:0", "cuda:1", "1f1b"));
-  EXPECT_TRUE(ResolveLock("on", "cuda:0", "cuda:1", "sequential"));
-  EXPECT_FALSE(ResolveLock("off", "cpu", "cpu", "gpipe"));
+  EXPECT_TRUE(ResolveLock(Lock::kAuto, "cpu", "cpu", Schedule::kSequential));
+  EXPECT_TRUE(ResolveLock(Lock::kAuto, "cuda", "cuda:0", Schedule::kSequential));
+  EXPECT_FALSE(ResolveLock(Lock::kAuto, "cuda:0", "cuda:1", Schedule::kSequential));
+  EXPECT_FALSE(ResolveLock(Lock::kAuto, "cuda:0", "cuda:1", Schedule::k1f1b));
+  EXPECT_TRUE(ResolveLock(Lock::kOn, "cuda:0", "cuda:1", Schedule::kSequential));
+  EXPECT_FALSE(ResolveLock(Lock::kOff, "cpu", "cpu", Schedule::kGpipe));
   // Any number of stages: on when any two share a device.
-  EXPECT_TRUE(ResolveLock("auto", {"cuda:0", "cuda:1", "cuda:2", "cuda"}, "sequential"));
-  EXPECT_FALSE(ResolveLock("auto", {"cuda:0", "cuda:1", "cuda:2", "cuda:3"}, "gpipe"));
-  EXPECT_THROW(ResolveLock("auto", {"cuda:0", "cuda:1", "cuda:1"}, "gpipe"), UsageError);
+  EXPECT_TRUE(
+      ResolveLock(Lock::kAuto, {"cuda:0", "cuda:1", "cuda:2", "cuda"}, Schedule::kSequential));
+  EXPECT_FALSE(
+      ResolveLock(Lock::kAuto, {"cuda:0", "cuda:1", "cuda:2", "cuda:3"}, Schedule::kGpipe));
+  EXPECT_THROW(ResolveLock(Lock::kAuto, {"cuda:0", "cuda:1", "cuda:1"}, Schedule::kGpipe),
+               UsageError);
 }
 
 TEST(ResolveLock, OverlappedScheduleOnASharedLockIsAUsageError) {
   try {
-    ResolveLock("auto", "cpu", "cpu", "gpipe");
+    ResolveLock(Lock::kAuto, "cpu", "cpu", Schedule::kGpipe);
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("pipeline.lock: off"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(ResolveLock("on", "cuda:0", "cuda:1", "1f1b"), UsageError);
+  EXPECT_THROW(ResolveLock(Lock::kOn, "cuda:0", "cuda:1", Schedule::k1f1b), UsageError);
 }
 
 TEST(DeviceLocks, OneHolderPerDevice) {

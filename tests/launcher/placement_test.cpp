@@ -27,7 +27,7 @@ PipelineConfig OnCpu() {
 
 PipelineConfig Gloo() {
   PipelineConfig p = OnCpu();
-  p.transport = "gloo";
+  p.transport = TransportKind::kGloo;
   return p;
 }
 

@@ -142,7 +142,7 @@ TEST(ConfigTest, MemoryBudgetTakesSizesAndBytes) {
 
 // The recompute unit: block where the kind has blocks, only with recompute.
 TEST(ConfigTest, RecomputeUnitAppliesOnlyWhereItCan) {
-  EXPECT_EQ(LoadConfig("", {}).pipeline.recompute_unit, "level");
+  EXPECT_EQ(LoadConfig("", {}).pipeline.recompute_unit, RecomputeUnit::kLevel);
   EXPECT_NE(DumpConfig(Config{}).find("recompute_unit: \"level\""), std::string::npos);
   const Config c =
       LoadConfig("", {"pipeline.activations=recompute", "pipeline.recompute_unit=block"});
@@ -153,7 +153,8 @@ TEST(ConfigTest, RecomputeUnitAppliesOnlyWhereItCan) {
   EXPECT_NE(keep.find("pipeline.activations to recompute"), std::string::npos) << keep;
   EXPECT_NE(ErrorOf("{}", {"pipeline.recompute_unit=layer"}).find("level, block"),
             std::string::npos);
-  EXPECT_EQ(LoadConfig("", {"train.checkpointing=blocks"}).train.checkpointing, "blocks");
+  EXPECT_EQ(LoadConfig("", {"train.checkpointing=blocks"}).train.checkpointing,
+            Checkpointing::kBlocks);
 }
 
 // Offload parks what checkpointing or recompute keeps: on its own it is one
@@ -169,11 +170,11 @@ TEST(ConfigTest, OffloadNeedsSomethingToPark) {
   EXPECT_NE(pipe.find("set pipeline.activations to recompute"), std::string::npos) << pipe;
   const Config c = LoadConfig("", {"train.checkpointing=blocks", "train.offload=on",
                                    "pipeline.activations=recompute", "pipeline.offload=on"});
-  EXPECT_EQ(c.train.offload, "on");
-  EXPECT_EQ(c.pipeline.offload, "on");
+  EXPECT_EQ(c.train.offload, OnOff::kOn);
+  EXPECT_EQ(c.pipeline.offload, OnOff::kOn);
   const Config back = LoadConfigFromString(DumpConfig(c), "dump", {});
-  EXPECT_EQ(back.train.offload, "on");
-  EXPECT_EQ(back.pipeline.offload, "on");
+  EXPECT_EQ(back.train.offload, OnOff::kOn);
+  EXPECT_EQ(back.pipeline.offload, OnOff::kOn);
 }
 
 // validate.* applies only where cases are held out, so the dump writes it
@@ -298,7 +299,7 @@ TEST(ConfigTest, SeedTakesFullUint64Range) {
 }
 
 TEST(ConfigTest, LockOnIsFineWithSequentialSchedule) {
-  EXPECT_EQ(LoadConfig("", {"pipeline.lock=on"}).pipeline.lock, "on");
+  EXPECT_EQ(LoadConfig("", {"pipeline.lock=on"}).pipeline.lock, Lock::kOn);
 }
 
 TEST(ConfigTest, EmptySectionIsAllowed) {
@@ -533,7 +534,7 @@ TEST(ConfigValidationTest, NiftiNeedsPathAndTheBratsModel) {
              "data.path = \"\": must name the dataset root when data.kind = nifti");
   std::vector<std::string> ok = brats;
   ok.push_back("data.path=/data/brats");
-  EXPECT_EQ(LoadConfig("", ok).data.kind, "nifti");
+  EXPECT_EQ(LoadConfig("", ok).data.kind, DataKind::kNifti);
   auto with = [&](const std::string& extra) {
     std::vector<std::string> v = ok;
     v.push_back(extra);
@@ -651,7 +652,7 @@ TEST(ConfigValidationTest, OverlappedScheduleWithLockOn) {
     EXPECT_HAS(m, "pipeline.lock = \"on\": cannot be on with pipeline.schedule = " + schedule);
   }
   EXPECT_EQ(LoadConfig("", {"pipeline.schedule=gpipe", "pipeline.lock=off"}).pipeline.schedule,
-            "gpipe");
+            Schedule::kGpipe);
 }
 
 // --- Unknown keys and bad input -----------------------------------------------
@@ -772,9 +773,9 @@ Config UnusualConfig() {
   c.model.in_channels = 1;
   c.model.num_classes = 5;
   c.model.features = {6, 12, 24};
-  c.model.norm = "group";
+  c.model.norm = Norm::kGroup;
   c.model.groups = 3;
-  c.data.kind = "synthetic";  // a path is kept even when the kind ignores it
+  c.data.kind = DataKind::kSynthetic;  // a path is kept even when the kind ignores it
   c.data.path = "/data/we\"ird: \\path #1\t\xc3\xa9";
   c.data.size = {16, 24, 32};
   c.data.samples = 7;
@@ -782,23 +783,23 @@ Config UnusualConfig() {
   c.train.micro_batches = 3;
   c.train.steps = 1000;
   c.train.lr = 0.1 + 0.2;
-  c.train.optimizer = "sgd";
+  c.train.optimizer = Optimizer::kSgd;
   c.train.momentum = 1.0 / 3.0;
   c.train.weight_decay = 5e-324;
-  c.train.lr_schedule = "cosine";
+  c.train.lr_schedule = LrSchedule::kCosine;
   c.train.warmup_steps = 999;
   c.train.grad_clip = 1e300;
-  c.train.loss = "ce_dice";
-  c.train.precision = "bf16";
+  c.train.loss = LossKind::kCeDice;
+  c.train.precision = Precision::kBf16;
   c.train.seed = std::numeric_limits<uint64_t>::max();
   c.train.threads = 256;
   c.checkpoint.every = 10;
   c.checkpoint.keep = 1;
-  c.pipeline.transport = "nccl";
-  c.pipeline.activations = "recompute";
-  c.pipeline.schedule = "1f1b";
-  c.pipeline.lock = "off";
-  c.pipeline.park = "never";
+  c.pipeline.transport = TransportKind::kNccl;
+  c.pipeline.activations = Activations::kRecompute;
+  c.pipeline.schedule = Schedule::k1f1b;
+  c.pipeline.lock = Lock::kOff;
+  c.pipeline.park = Park::kNever;
   c.pipeline.timeout_s = 0.001;
   c.pipeline.encoder = {"cuda:0", 0};
   c.pipeline.decoder = {"cuda:1", 3};
@@ -856,20 +857,20 @@ namespace up {
 namespace {
 
 TEST(ConfigTest, NnunetPresetIsNnunetTrainersRecipeAndKeysStillWin) {
-  EXPECT_EQ(LoadConfig("", {}).train.preset, "none");
+  EXPECT_EQ(LoadConfig("", {}).train.preset, Preset::kNone);
   EXPECT_NE(DumpConfig(Config{}).find("  preset: \"none\"\n"), std::string::npos);
   const Config c = LoadConfig("", {"train.preset=nnunet"});
-  EXPECT_EQ(c.train.optimizer, "sgd");
+  EXPECT_EQ(c.train.optimizer, Optimizer::kSgd);
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-2);
   EXPECT_DOUBLE_EQ(c.train.momentum, 0.99);
   EXPECT_TRUE(c.train.nesterov);
   EXPECT_DOUBLE_EQ(c.train.weight_decay, 3e-5);
-  EXPECT_EQ(c.train.lr_schedule, "poly");
+  EXPECT_EQ(c.train.lr_schedule, LrSchedule::kPoly);
   EXPECT_DOUBLE_EQ(c.train.poly_exponent, 0.9);
   EXPECT_EQ(c.train.steps_per_epoch, 250);
   EXPECT_EQ(c.train.steps, 1000 * 250);
   EXPECT_DOUBLE_EQ(c.train.grad_clip, 12);
-  EXPECT_EQ(c.train.loss, "ce_dice");
+  EXPECT_EQ(c.train.loss, LossKind::kCeDice);
   EXPECT_EQ(c.train.micro_batches, 1);
   const std::string dump = DumpConfig(c);
   EXPECT_EQ(DumpConfig(LoadConfigFromString(dump, "dump", {})), dump);

@@ -91,7 +91,7 @@ class FolderData : public ::testing::Test {
     fs::create_directories(root_ / "masks");
     config_ = TinyConfig(2);
     config_.model.in_channels = 3;
-    config_.data.kind = "folder";
+    config_.data.kind = DataKind::kFolder;
     config_.data.path = root_.string();
   }
   void TearDown() override { fs::remove_all(root_); }

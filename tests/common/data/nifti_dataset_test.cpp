@@ -30,7 +30,7 @@ class NiftiData : public ::testing::Test {
     config_.model.in_channels = 4;
     config_.model.num_classes = 4;
     config_.model.features = {8, 16};
-    config_.data.kind = "nifti";
+    config_.data.kind = DataKind::kNifti;
     config_.data.path = root_.string();
     config_.data.size = {8, 8, 8};
   }
@@ -157,7 +157,7 @@ TEST_F(NiftiData, CacheReadsOnlyThePartEachProcessNeedsAndCutsTheSamePatch) {
   for (const RawCase& c : raw.cases)
     EXPECT_EQ(PreprocessCase(raw, c, cache, &why), CacheOutcome::kWritten);
   WriteCacheIndex(raw, cache);
-  config_.data.kind = "cache";
+  config_.data.kind = DataKind::kCache;
   config_.data.path = cache;
   config_.data.foreground_fraction = 1.0;
   // Every augmentation but scale (its nearest resampling may drop this

@@ -23,7 +23,7 @@ namespace {
 ModelConfig Model() {
   ModelConfig m;
   m.features = {8, 16, 32};
-  m.norm = "batch";
+  m.norm = Norm::kBatch;
   return m;
 }
 
@@ -35,8 +35,8 @@ struct Trained {
 
 // One forward and backward of `model` (deep supervision: every output's
 // loss), checkpointed as `unit` says.
-Trained TrainOnce(UNet model, CheckpointUnit unit, const std::string& precision,
-                  std::vector<int64_t> shape, int64_t classes, bool offload = false) {
+Trained TrainOnce(UNet model, CheckpointUnit unit, Precision precision, std::vector<int64_t> shape,
+                  int64_t classes, bool offload = false) {
   model->encoder->set_checkpointing(unit);
   model->decoder->set_checkpointing(unit);
   ActivationOffload parked(torch::Device(torch::kCPU));
@@ -76,7 +76,7 @@ Trained TrainOnce(UNet model, CheckpointUnit unit, const std::string& precision,
   return r;
 }
 
-Trained TrainClassic(CheckpointUnit unit, const std::string& precision, bool offload = false) {
+Trained TrainClassic(CheckpointUnit unit, Precision precision, bool offload = false) {
   return TrainOnce(UNet(Model(), 7), unit, precision, {4, 4, 64, 64}, 3, offload);
 }
 
@@ -94,38 +94,38 @@ void ExpectSame(const Trained& plain, const Trained& ckpt) {
 
 TEST(LevelCheckpoint, SameGradientsAndStatisticsBitForBit) {
   InstallTensorAccounting();
-  ExpectSame(TrainClassic(CheckpointUnit::kNone, "fp32"),
-             TrainClassic(CheckpointUnit::kLevel, "fp32"));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, Precision::kFp32),
+             TrainClassic(CheckpointUnit::kLevel, Precision::kFp32));
 }
 
 TEST(LevelCheckpoint, SameUnderAutocast) {
   InstallTensorAccounting();
-  ExpectSame(TrainClassic(CheckpointUnit::kNone, "bf16"),
-             TrainClassic(CheckpointUnit::kLevel, "bf16"));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, Precision::kBf16),
+             TrainClassic(CheckpointUnit::kLevel, Precision::kBf16));
 }
 
 TEST(LevelCheckpoint, BlocksGiveTheSameGradientsAndStatistics) {
   InstallTensorAccounting();
-  ExpectSame(TrainClassic(CheckpointUnit::kNone, "fp32"),
-             TrainClassic(CheckpointUnit::kBlock, "fp32"));
-  ExpectSame(TrainClassic(CheckpointUnit::kNone, "bf16"),
-             TrainClassic(CheckpointUnit::kBlock, "bf16"));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, Precision::kFp32),
+             TrainClassic(CheckpointUnit::kBlock, Precision::kFp32));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, Precision::kBf16),
+             TrainClassic(CheckpointUnit::kBlock, Precision::kBf16));
 }
 
 // Offloaded, the kept inputs wait in (uncounted) host memory: the same bits,
 // fewer tensor bytes at the peak.
 TEST(LevelCheckpoint, OffloadGivesTheSameBitsWithLessOnTheDevice) {
   InstallTensorAccounting();
-  const Trained plain = TrainClassic(CheckpointUnit::kNone, "fp32");
+  const Trained plain = TrainClassic(CheckpointUnit::kNone, Precision::kFp32);
   for (CheckpointUnit unit : {CheckpointUnit::kLevel, CheckpointUnit::kBlock}) {
-    const Trained kept = TrainClassic(unit, "fp32");
-    const Trained parked = TrainClassic(unit, "fp32", /*offload=*/true);
+    const Trained kept = TrainClassic(unit, Precision::kFp32);
+    const Trained parked = TrainClassic(unit, Precision::kFp32, /*offload=*/true);
     ExpectSame(plain, parked);
     EXPECT_LT(parked.peak_bytes, kept.peak_bytes)
         << "kept " << kept.peak_bytes << " B, offloaded " << parked.peak_bytes << " B";
   }
-  ExpectSame(TrainClassic(CheckpointUnit::kNone, "bf16"),
-             TrainClassic(CheckpointUnit::kBlock, "bf16", /*offload=*/true));
+  ExpectSame(TrainClassic(CheckpointUnit::kNone, Precision::kBf16),
+             TrainClassic(CheckpointUnit::kBlock, Precision::kBf16, /*offload=*/true));
 }
 
 // Offloaded, an input the rebuilt graph does not save (a concatenation's)
@@ -274,10 +274,11 @@ TEST_P(NnunetBlocks, SameGradientsAndStatisticsAsPlainTraining) {
     for (auto& p : m->parameters()) p.add_(0.1 * torch::randn_like(p));
     return m;
   };
-  const Trained plain = TrainOnce(model(), CheckpointUnit::kNone, "fp32", shape, 3);
-  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kLevel, "fp32", shape, 3));
-  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, "fp32", shape, 3));
-  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, "fp32", shape, 3, /*offload=*/true));
+  const Trained plain = TrainOnce(model(), CheckpointUnit::kNone, Precision::kFp32, shape, 3);
+  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kLevel, Precision::kFp32, shape, 3));
+  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, Precision::kFp32, shape, 3));
+  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, Precision::kFp32, shape, 3,
+                              /*offload=*/true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, NnunetBlocks,
@@ -285,8 +286,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, NnunetBlocks,
 
 TEST(LevelCheckpoint, KeepsFewerBytesAtThePeak) {
   InstallTensorAccounting();
-  const Trained plain = TrainClassic(CheckpointUnit::kNone, "fp32");
-  const Trained levels = TrainClassic(CheckpointUnit::kLevel, "fp32");
+  const Trained plain = TrainClassic(CheckpointUnit::kNone, Precision::kFp32);
+  const Trained levels = TrainClassic(CheckpointUnit::kLevel, Precision::kFp32);
   EXPECT_LT(levels.peak_bytes, plain.peak_bytes * 3 / 4)
       << "plain " << plain.peak_bytes << " B, levels " << levels.peak_bytes << " B";
   // Parked, the kept inputs leave the device. Blocks keep more inputs (the
@@ -294,8 +295,10 @@ TEST(LevelCheckpoint, KeepsFewerBytesAtThePeak) {
   // no more than levels (here about the same: autograd frees a level's
   // second block as its backward passes, and the first, with the
   // upsampling and the concatenation, is most of the full-resolution level).
-  const Trained levels_parked = TrainClassic(CheckpointUnit::kLevel, "fp32", /*offload=*/true);
-  const Trained blocks_parked = TrainClassic(CheckpointUnit::kBlock, "fp32", /*offload=*/true);
+  const Trained levels_parked =
+      TrainClassic(CheckpointUnit::kLevel, Precision::kFp32, /*offload=*/true);
+  const Trained blocks_parked =
+      TrainClassic(CheckpointUnit::kBlock, Precision::kFp32, /*offload=*/true);
   EXPECT_LT(levels_parked.peak_bytes, levels.peak_bytes);
   EXPECT_LE(blocks_parked.peak_bytes, levels_parked.peak_bytes)
       << "levels " << levels_parked.peak_bytes << " B, blocks " << blocks_parked.peak_bytes
@@ -318,13 +321,12 @@ TEST(LevelCheckpoint, WithoutGradModeItIsThePlainForward) {
   }
 }
 
-TEST(LevelCheckpoint, UnitsByName) {
-  EXPECT_EQ(CheckpointUnitOf("off"), CheckpointUnit::kNone);
-  EXPECT_EQ(CheckpointUnitOf("levels"), CheckpointUnit::kLevel);
-  EXPECT_EQ(CheckpointUnitOf("level"), CheckpointUnit::kLevel);
-  EXPECT_EQ(CheckpointUnitOf("blocks"), CheckpointUnit::kBlock);
-  EXPECT_EQ(CheckpointUnitOf("block"), CheckpointUnit::kBlock);
-  EXPECT_THROW(CheckpointUnitOf("layers"), std::invalid_argument);
+TEST(LevelCheckpoint, UnitsOfTheSettings) {
+  EXPECT_EQ(CheckpointUnitOf(Checkpointing::kOff), CheckpointUnit::kNone);
+  EXPECT_EQ(CheckpointUnitOf(Checkpointing::kLevels), CheckpointUnit::kLevel);
+  EXPECT_EQ(CheckpointUnitOf(RecomputeUnit::kLevel), CheckpointUnit::kLevel);
+  EXPECT_EQ(CheckpointUnitOf(Checkpointing::kBlocks), CheckpointUnit::kBlock);
+  EXPECT_EQ(CheckpointUnitOf(RecomputeUnit::kBlock), CheckpointUnit::kBlock);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ TEST(RegionLoss, IsBinaryCrossEntropyPlusSoftDiceOverTheRegions) {
   const torch::Tensor logits = torch::randn({2, 2, 4, 5});                      // (N, R, H, W)
   const torch::Tensor target = torch::randint(0, 3, {2, 4, 5}, torch::kInt64);  // classes 0..2
   LossSpec spec;
-  spec.kind = "ce_dice";
+  spec.kind = LossKind::kCeDice;
   spec.nnunet = true;
   spec.batch_dice = false;
   spec.regions = Regions().regions;

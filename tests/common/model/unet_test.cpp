@@ -90,7 +90,7 @@ TEST(UNet, ParameterNamesArePrefixedByHalf) {
 }
 
 TEST(UNet, NormChoicesBuild) {
-  for (const char* norm : {"batch", "group", "instance"}) {
+  for (Norm norm : {Norm::kBatch, Norm::kGroup, Norm::kInstance}) {
     ModelConfig m = Tiny(2);
     m.norm = norm;
     m.groups = 2;
@@ -109,7 +109,7 @@ TEST_P(UNetDims, PoolsInTheInputsDtypeUnderAutocastAsOnCuda) {
   const int dims = GetParam();
   UNetEncoder enc(Tiny(dims), EncoderInitSeed(3));
   TrainConfig train;
-  train.precision = "bf16";
+  train.precision = Precision::kBf16;
   torch::Tensor x = torch::randn(InputShape(dims, 1, 16));  // (1, 4, 16, ...)
   Boundary b;
   {

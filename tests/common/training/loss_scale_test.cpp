@@ -33,11 +33,11 @@ TEST(LossScale, BacksOffOnInfAndGrowsAfterTheInterval) {
 
 TrainConfig Fp16Train() {
   TrainConfig t;
-  t.precision = "fp16";
+  t.precision = Precision::kFp16;
   t.loss_scale_init = 8.0;
   t.loss_scale_growth_interval = 2;
   t.lr = 0.1;
-  t.optimizer = "sgd";
+  t.optimizer = Optimizer::kSgd;
   t.momentum = 0;
   return t;
 }

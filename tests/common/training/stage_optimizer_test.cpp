@@ -11,7 +11,7 @@ namespace {
 TEST(ScheduledLrTest, PolyIsNnunetsPerEpochDecay) {
   TrainConfig t;
   t.lr = 1e-2;
-  t.lr_schedule = "poly";
+  t.lr_schedule = LrSchedule::kPoly;
   t.poly_exponent = 0.9;
   t.steps_per_epoch = 250;
   t.steps = 1000 * 250;
@@ -34,7 +34,7 @@ TEST(StageOptimizerTest, NesterovStepsAsTorchsSgdDoes) {
   // One parameter, gradient 1: plain momentum and Nesterov differ from the
   // second step (v = mu v + g; Nesterov steps by g + mu v).
   TrainConfig t;
-  t.optimizer = "sgd";
+  t.optimizer = Optimizer::kSgd;
   t.lr = 0.5;
   t.momentum = 0.9;
   for (bool nesterov : {false, true}) {

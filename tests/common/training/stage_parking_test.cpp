@@ -87,7 +87,7 @@ TEST(StageParking, TrainingWithParkingBetweenStepsEqualsWithout) {
 
 TEST(StageParking, SgdMomentumIsParkedToo) {
   TrainConfig t;
-  t.optimizer = "sgd";
+  t.optimizer = Optimizer::kSgd;
   UNetEncoder a(Small(), 1), b(Small(), 1);
   StageOptimizer opt_a(*a, t), opt_b(*b, t);
   StageParking parking(*b, opt_b.optimizer(), torch::kCPU);
@@ -125,14 +125,14 @@ TEST(StageParking, PrefetchBeforeTheTurnEqualsUnparkingAtIt) {
 }
 
 TEST(ShouldPark, OnlySharedGpusParkByDefault) {
-  EXPECT_FALSE(ShouldPark("auto", torch::kCPU, torch::kCPU));
-  EXPECT_TRUE(ShouldPark("always", torch::kCPU, torch::kCPU));
-  EXPECT_FALSE(ShouldPark("never", torch::Device("cuda:0"), torch::Device("cuda:0")));
-  EXPECT_TRUE(ShouldPark("auto", torch::Device("cuda:0"), torch::Device("cuda:0")));
-  EXPECT_FALSE(ShouldPark("auto", torch::Device("cuda:0"), torch::Device("cuda:1")));
+  EXPECT_FALSE(ShouldPark(Park::kAuto, torch::kCPU, torch::kCPU));
+  EXPECT_TRUE(ShouldPark(Park::kAlways, torch::kCPU, torch::kCPU));
+  EXPECT_FALSE(ShouldPark(Park::kNever, torch::Device("cuda:0"), torch::Device("cuda:0")));
+  EXPECT_TRUE(ShouldPark(Park::kAuto, torch::Device("cuda:0"), torch::Device("cuda:0")));
+  EXPECT_FALSE(ShouldPark(Park::kAuto, torch::Device("cuda:0"), torch::Device("cuda:1")));
   // A CPU device under train.memory_budget is a card the stages share.
-  EXPECT_TRUE(ShouldPark("auto", torch::kCPU, torch::kCPU, /*budgeted=*/true));
-  EXPECT_FALSE(ShouldPark("never", torch::kCPU, torch::kCPU, /*budgeted=*/true));
+  EXPECT_TRUE(ShouldPark(Park::kAuto, torch::kCPU, torch::kCPU, /*budgeted=*/true));
+  EXPECT_FALSE(ShouldPark(Park::kNever, torch::kCPU, torch::kCPU, /*budgeted=*/true));
 }
 
 TEST(StageParking, ParkedStateLeavesTheDevice) {

@@ -25,7 +25,7 @@ int64_t Numel(torch::nn::Module& m) {
 
 TEST(MemoryPlan, ParameterCountsEqualTheModules) {
   for (int dims : {2, 3}) {
-    for (const char* norm : {"batch", "instance"}) {
+    for (Norm norm : {Norm::kBatch, Norm::kInstance}) {
       Config c;
       c.model.dims = dims;
       c.model.norm = norm;
