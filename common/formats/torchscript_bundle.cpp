@@ -162,11 +162,13 @@ std::vector<std::vector<int>> TorchscriptBundle::Scale() const {
   return out;
 }
 
-TorchscriptBundle ReadTorchscriptBundle(const std::string& dir_in) {
+namespace {
+
+// The manifest of the bundle in `dir` (`dir_in` as given), parsed and of
+// this build's format and version.
+YAML::Node LoadManifest(const ManifestReader& r, const std::string& dir_in,
+                        const std::string& dir) {
   std::error_code ec;
-  const std::string dir =
-      dir_in.empty() ? dir_in : fs::absolute(dir_in, ec).lexically_normal().string();
-  ManifestReader r(dir.empty() ? dir_in : dir);
   if (dir_in.empty())
     r.Fail(
         "model.kind = torchscript needs model.path, a bundle folder written by "
@@ -199,8 +201,13 @@ TorchscriptBundle ReadTorchscriptBundle(const std::string& dir_in) {
     r.Fail(m + "has version " + std::to_string(version) + "; this build reads version " +
            std::to_string(kBundleVersion) + kReexport);
 
-  TorchscriptBundle b;
-  b.dir = dir;
+  return root;
+}
+
+// The manifest's fields and level lists into `b`, each list's levels
+// numbered 0.. without gaps or duplicates.
+void ReadLevels(const ManifestReader& r, YAML::Node root, TorchscriptBundle& b) {
+  const std::string m = std::string(kBundleManifest) + " ";
   b.source = root["source"].IsScalar() ? root["source"].Scalar() : "";
   b.factory = root["factory"].IsScalar() ? root["factory"].Scalar() : "";
   b.factory_kwargs = root["factory_kwargs"].IsScalar() ? root["factory_kwargs"].Scalar() : "{}";
@@ -247,8 +254,11 @@ TorchscriptBundle ReadTorchscriptBundle(const std::string& dir_in) {
       r.Fail(b.heads[i].file + ": head level " + std::to_string(b.heads[i].level) +
              " is a duplicate or out of range" + kReexport);
   }
+}
 
-  // Each level's inputs are the outputs of the levels that feed it.
+// Each level's inputs are the outputs of the levels that feed it.
+void CheckLevelsFit(const ManifestReader& r, const TorchscriptBundle& b) {
+  const int levels = static_cast<int>(b.encoder.size()) - 1;
   auto expect = [&](const BundleLevel& l, size_t arity) {
     if (l.inputs.size() != arity)
       r.Fail(l.file + ": takes " + std::to_string(l.inputs.size()) +
@@ -299,6 +309,20 @@ TorchscriptBundle ReadTorchscriptBundle(const std::string& dir_in) {
       r.Fail(h.file + ": output " + ShapeText(h.output) +
              " is not logits at the level's resolution" + kReexport);
   }
+}
+
+}  // namespace
+
+TorchscriptBundle ReadTorchscriptBundle(const std::string& dir_in) {
+  std::error_code ec;
+  const std::string dir =
+      dir_in.empty() ? dir_in : fs::absolute(dir_in, ec).lexically_normal().string();
+  ManifestReader r(dir.empty() ? dir_in : dir);
+  YAML::Node root = LoadManifest(r, dir_in, dir);
+  TorchscriptBundle b;
+  b.dir = dir;
+  ReadLevels(r, root, b);
+  CheckLevelsFit(r, b);
   b.in_channels = static_cast<int>(b.example[1]);
   b.num_classes = static_cast<int>(b.heads[0].output[1]);
   if (b.num_classes < 2)
