@@ -13,6 +13,7 @@
 
 #include "bench/bench_util.h"
 #include "common/base/errors.h"
+#include "common/run/metrics_format.h"
 
 extern char** environ;
 
@@ -74,7 +75,7 @@ TrainerResult RunTrainer(const TrainerSpec& spec, const std::string& out) {
                        failed);
   }
   TrainerResult r;
-  r.step_s = JsonLinesNumbers(out + "/metrics.jsonl", "step_s");
+  r.step_s = JsonLinesNumbers(out + "/" + kMetricsFile, kMetricStepSeconds);
   r.summary_json = ReadFile(out + "/summary.json");
   return r;
 }

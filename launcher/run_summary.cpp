@@ -2,6 +2,7 @@
 #include "launcher/run_summary.h"
 
 #include "common/base/logging.h"
+#include "common/run/metrics_format.h"
 #include "common/training/loss_scale.h"
 #include "common/training/stage_optimizer.h"
 #include "launcher/progress.h"
@@ -31,26 +32,23 @@ Fp16Record SkipWatch::Note(int64_t step, double loss_scale, bool skipped) {
 void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double loss, double dice,
                        double step_s, double data_wait_s, const std::optional<Fp16Record>& fp16,
                        const ValidationRecord* validation) {
-  JsonWriter line;
-  line.Field("step", step + 1)
-      .Field("loss", loss)
-      .Field("dice", dice)
-      .Field("lr", ScheduledLr(t, step))
-      .Field("step_s", step_s)
-      .Field("samples_per_s", t.batch_size / step_s)
-      .Field("data_wait_s", data_wait_s);
-  if (fp16) {
-    line.Field("loss_scale", fp16->loss_scale)
-        .Field("skipped", fp16->skipped)
-        .Field("skipped_steps", fp16->skipped_steps);
-  }
+  StepMetrics m;
+  m.step = step + 1;
+  m.loss = loss;
+  m.dice = dice;
+  m.lr = ScheduledLr(t, step);
+  m.step_s = step_s;
+  m.samples_per_s = t.batch_size / step_s;
+  m.data_wait_s = data_wait_s;
+  if (fp16) m.fp16 = StepMetrics::Fp16{fp16->loss_scale, fp16->skipped, fp16->skipped_steps};
   if (validation) {
-    line.Field("val_dice", validation->scores.mean);
+    StepMetrics::Validation v{
+        validation->scores.mean, {}, validation->scores.cases, validation->seconds};
     for (size_t e = 0; e < validation->entries->size(); ++e)
-      line.Field("val_dice_" + (*validation->entries)[e].key, validation->scores.per_entry[e]);
-    line.Field("val_cases", validation->scores.cases).Field("val_s", validation->seconds);
+      v.entries.emplace_back((*validation->entries)[e].key, validation->scores.per_entry[e]);
+    m.validation = v;
   }
-  run.AppendMetrics(line.str());
+  run.AppendMetrics(MetricsLine(m));
 }
 
 ValidationRecord FinishValidation(const std::vector<std::vector<int64_t>>& case_counts,

@@ -2,15 +2,7 @@
 // metrics.jsonl, the figures returned to the caller and the one writer of
 // the run folder's summary.json.
 //
-// metrics.jsonl (a line a step):
-//   {"step", "loss", "dice", "lr", "step_s", "samples_per_s", "data_wait_s"
-//    [, fp16: "loss_scale", "skipped", "skipped_steps"]
-//    [, after a validation: "val_dice", "val_dice_<entry>" for each class
-//       ("val_dice_1" ..) and BraTS region ("val_dice_wt", "_tc", "_et"),
-//       "val_cases", "val_s"]}
-// (step_s is the training step alone; data_wait_s the part of it spent
-// waiting for micro-batches, every process's waits added; a score no case
-// has is null).
+// metrics.jsonl: a line a step, as common/run/metrics_format.h writes it.
 //
 // summary.json (one line; keys in this order):
 //   {"mode": "pipeline" | "single-process", <the mode's own fields>,

@@ -1,22 +1,14 @@
 // See plot_svg.h.
 #include "common/formats/plot_svg.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <sstream>
 
-#include "common/base/fs_util.h"
-
 namespace up {
 namespace {
-
-namespace fs = std::filesystem;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Page geometry (SVG user units = pixels).
 constexpr double kWidth = 760;
@@ -55,12 +47,6 @@ std::string Escape(const std::string& s) {
     }
   }
   return out;
-}
-
-double Field(const YAML::Node& line, const char* key) {
-  const YAML::Node v = line[key];
-  if (!v || v.IsNull()) return kNaN;
-  return v.as<double>();
 }
 
 // A linear map from data [lo, hi] to pixels [p0, p1].
@@ -152,23 +138,6 @@ double DiceOf(const MetricsPoint& p) { return p.dice; }
 
 }  // namespace
 
-std::vector<MetricsPoint> ReadMetricsFile(const std::string& path) {
-  std::vector<MetricsPoint> out;
-  std::istringstream lines(ReadFile(path));
-  for (std::string text; std::getline(lines, text);) {
-    if (text.empty()) continue;
-    try {
-      const YAML::Node line = YAML::Load(text);
-      if (!line.IsMap() || !line["step"]) continue;
-      out.push_back({line["step"].as<int64_t>(), Field(line, "loss"), Field(line, "dice"),
-                     Field(line, "val_dice")});
-    } catch (const YAML::Exception&) {
-      // A torn line (the process died while appending): not a step.
-    }
-  }
-  return out;
-}
-
 std::vector<double> NiceTicks(double lo, double hi, int count) {
   if (!(hi > lo)) {
     lo -= 0.5;
@@ -226,15 +195,6 @@ std::string TrainingCurvesSvg(const std::vector<MetricsPoint>& points, const std
       << "\" text-anchor=\"middle\">optimizer step</text>\n";
   svg << "</svg>\n";
   return svg.str();
-}
-
-std::string WriteTrainingCurves(const std::string& run_dir) {
-  const fs::path dir(run_dir);
-  const std::vector<MetricsPoint> points = ReadMetricsFile((dir / "metrics.jsonl").string());
-  const std::string path = (dir / kCurvesFile).string();
-  WriteFileAtomic(
-      path, TrainingCurvesSvg(points, "training curves: " + fs::absolute(dir).filename().string()));
-  return path;
 }
 
 }  // namespace up

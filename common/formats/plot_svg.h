@@ -5,9 +5,9 @@
 // of every run (pipeline and --single-process alike).
 //
 // Torch-free and dependency-free: the SVG is plain text any browser shows.
-// Reads metrics.jsonl as RunDir writes it (one JSON object per step with
-// `step`, `loss`, `dice`; a non-finite value is written as null and leaves a
-// gap in its curve). Nothing here holds state; every function is thread-safe.
+// Its points are a run's steps (common/run/metrics_format.h reads them
+// from metrics.jsonl; a non-finite value leaves a gap in its curve).
+// Nothing here holds state; every function is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -20,17 +20,13 @@ namespace up {
 // The file name of the plot inside a run folder.
 constexpr const char* kCurvesFile = "curves.svg";
 
+// One step of the curves.
 struct MetricsPoint {
   int64_t step = 0;
   double loss = 0;                                             // NaN when the line held null
   double dice = 0;                                             // NaN when the line held null
   double val_dice = std::numeric_limits<double>::quiet_NaN();  // NaN: no validation at this step
 };
-
-// Every line of a metrics.jsonl file that has a `step`, in file order. Lines
-// that do not parse (a torn last line after a crash) are skipped. UsageError
-// naming the file when it cannot be read.
-std::vector<MetricsPoint> ReadMetricsFile(const std::string& path);
 
 // Axis ticks: `count`-ish round values (1, 2 or 5 times a power of ten)
 // covering [lo, hi], first <= lo and last >= hi. lo == hi gets a unit span.
@@ -40,9 +36,5 @@ std::vector<double> NiceTicks(double lo, double hi, int count);
 // the x axis. Points with a non-finite value split their curve. An empty
 // series gives a document that says "no steps recorded".
 std::string TrainingCurvesSvg(const std::vector<MetricsPoint>& points, const std::string& title);
-
-// Reads `run_dir`/metrics.jsonl and writes `run_dir`/curves.svg atomically.
-// Returns the path written.
-std::string WriteTrainingCurves(const std::string& run_dir);
 
 }  // namespace up

@@ -11,6 +11,7 @@
 #include "common/base/errors.h"
 #include "common/base/fs_util.h"
 #include "common/config/config_file.h"
+#include "common/run/metrics_format.h"
 
 namespace up {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 FILE* OpenMetrics(const std::string& dir, const char* mode) {
-  const std::string path = (fs::path(dir) / "metrics.jsonl").string();
+  const std::string path = (fs::path(dir) / kMetricsFile).string();
   FILE* f = std::fopen(path.c_str(), mode);
   if (!f) throw RuntimeError("cannot open '" + path + "': " + std::strerror(errno));
   return f;
@@ -57,7 +58,7 @@ Config RunDir::LoadConfigOf(const std::string& path, const std::vector<std::stri
 RunDir RunDir::Reopen(const std::string& path, const Config& config, int64_t completed_steps) {
   WriteFileAtomic((fs::path(path) / "config.yaml").string(), DumpConfig(config));
   // Keep only the metrics of steps the checkpoint covers.
-  const std::string metrics_path = (fs::path(path) / "metrics.jsonl").string();
+  const std::string metrics_path = (fs::path(path) / kMetricsFile).string();
   std::string kept;
   if (fs::exists(metrics_path)) {
     std::istringstream lines(ReadFile(metrics_path));

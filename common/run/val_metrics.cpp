@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "common/base/fs_util.h"
-#include "common/formats/plot_svg.h"
 #include "common/run/checkpoint_manifest.h"
+#include "common/run/metrics_format.h"
 
 namespace up {
 
@@ -72,7 +72,7 @@ BestValidation RecallBestValidation(const std::string& run_dir) {
     std::error_code ec;
     if (!std::filesystem::exists(manifest, ec)) return best;
     const int64_t step = ParseManifest(ReadFile(manifest)).step;
-    for (const MetricsPoint& p : ReadMetricsFile((dir / "metrics.jsonl").string())) {
+    for (const MetricsPoint& p : ReadMetricsFile((dir / kMetricsFile).string())) {
       if (p.step == step && std::isfinite(p.val_dice)) {
         best.dice = p.val_dice;
         best.step = step;

@@ -2,6 +2,7 @@
 // lines), round tick values, and that each curve's points follow the data
 // (one point per finite value, x in step order, a higher loss drawn higher).
 #include "common/formats/plot_svg.h"
+#include "common/run/metrics_format.h"
 
 #include <gtest/gtest.h>
 
