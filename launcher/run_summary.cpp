@@ -40,7 +40,7 @@ void AppendStepMetrics(RunDir& run, const TrainConfig& t, int64_t step, double l
   m.step_s = step_s;
   m.samples_per_s = t.batch_size / step_s;
   m.data_wait_s = data_wait_s;
-  if (fp16) m.fp16 = StepMetrics::Fp16{fp16->loss_scale, fp16->skipped, fp16->skipped_steps};
+  m.fp16 = fp16;
   if (validation) {
     StepMetrics::Validation v{
         validation->scores.mean, {}, validation->scores.cases, validation->seconds};

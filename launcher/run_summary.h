@@ -27,6 +27,7 @@
 
 #include "common/base/json_writer.h"
 #include "common/config/config.h"
+#include "common/run/metrics_format.h"
 #include "common/run/run_dir.h"
 #include "common/run/val_metrics.h"
 
@@ -47,12 +48,8 @@ struct TrainSummary {
   void SetThroughput(int64_t first, int64_t completed, int batch_size);
 };
 
-// fp16's part of a step's record.
-struct Fp16Record {
-  double loss_scale = 0;      // the scale this step's loss used
-  bool skipped = false;       // a gradient was not finite: no update
-  int64_t skipped_steps = 0;  // skipped since this process started the run
-};
+// fp16's part of a step's record, as metrics.jsonl holds it.
+using Fp16Record = StepMetrics::Fp16;
 
 // Counts fp16's skipped steps and warns once when more than a few in a row
 // are skipped (the loss has most likely diverged), saying what to do.

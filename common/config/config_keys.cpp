@@ -352,11 +352,6 @@ std::vector<ConfigKey> MakeTable() {
 #undef UP_FIELD
 #undef UP_CHOICE
 
-std::string SectionOf(const std::string& path) {
-  const size_t dot = path.rfind('.');
-  return dot == std::string::npos ? "" : path.substr(0, dot);
-}
-
 }  // namespace
 
 bool Applies(When when, const Config& c) {
@@ -490,7 +485,7 @@ const std::vector<std::string>& ConfigSections() {
   static const std::vector<std::string> sections = [] {
     std::vector<std::string> out{""};
     for (const ConfigKey& k : ConfigKeyTable()) {
-      for (std::string s = SectionOf(k.path); !s.empty(); s = SectionOf(s))
+      for (std::string s = SectionOfKey(k.path); !s.empty(); s = SectionOfKey(s))
         if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     }
     return out;

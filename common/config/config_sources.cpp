@@ -23,11 +23,6 @@ bool IsSection(const std::string& path) {
   return std::find(s.begin(), s.end(), path) != s.end();
 }
 
-std::string ParentOf(const std::string& path) {
-  size_t dot = path.rfind('.');
-  return dot == std::string::npos ? "" : path.substr(0, dot);
-}
-
 std::string LastPart(const std::string& path) {
   size_t dot = path.rfind('.');
   return dot == std::string::npos ? path : path.substr(dot + 1);
@@ -101,7 +96,7 @@ std::string Suggest(const std::string& path) {
                key->doc + ")?");
   }
   if (!suggestion.empty()) ConfigFail(message + "; did you mean '" + suggestion + "'?");
-  std::string parent = ParentOf(path);
+  std::string parent = SectionOfKey(path);
   if (!IsSection(parent)) parent.clear();
   ConfigFail(message + "; known keys " +
              (parent.empty() ? "at the top level" : "under '" + parent + "'") + ": " +

@@ -23,6 +23,11 @@ bool LooksNumeric(const std::string& s) {
 
 void ConfigFail(const std::string& message) { throw UsageError("config: " + message); }
 
+std::string SectionOfKey(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? "" : path.substr(0, dot);
+}
+
 std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];

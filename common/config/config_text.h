@@ -14,6 +14,10 @@ namespace up {
 
 std::string Join(const std::vector<std::string>& parts, const std::string& sep);
 
+// The section a dotted key path lies in: "train.loss_scale" for
+// "train.loss_scale.init", "" for a top-level name.
+std::string SectionOfKey(const std::string& path);
+
 // `s` in double quotes with ", \ and control characters escaped; valid as a
 // YAML double-quoted scalar.
 std::string Quote(const std::string& s);
