@@ -11,7 +11,7 @@ namespace {
 
 int IntVar(const GetEnv& env, const std::string& name, int lo) {
   const std::optional<std::string> text = env(name);
-  if (!text) throw UsageError(name + " is not set (the launch sets it; see README, Clusters)");
+  if (!text) throw UsageError(name + " is not set (the launch sets it; see docs/SCALE-OUT.md)");
   char* end = nullptr;
   const long v = std::strtol(text->c_str(), &end, 10);
   if (text->empty() || *end != '\0' || v < lo || v > 1 << 20)

@@ -3,7 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
 
 #include "bench/bench_cli.h"
 #include "common/base/errors.h"
@@ -22,21 +24,51 @@
 namespace up {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: unet-pipeline <command> [options]\n"
-    "commands:\n"
-    "  train     train a U-Net (the pipeline, or --single-process)\n"
-    "  plan      predict peak device memory and whether it fits a card\n"
-    "  check     train the pipeline and single-process side by side, compare every tensor\n"
-    "  inspect   show what a recording, checkpoint or stage file holds\n"
-    "  bench     measure transports, step time and memory against their peers\n"
-    "  predict   predict masks with a trained model: mask PNGs and colour overlays\n"
-    "  export    write a trained model's weights as one PyTorch state dict (.pt)\n"
-    "  batches   write the micro-batches training sees (.pt), for Python references\n"
-    "  preprocess crop, normalise and cache a raw 3-D dataset (BraTS, nnU-Net) for data.kind: "
-    "cache\n"
-    "  --version versions and what this build supports\n"
-    "run `unet-pipeline <command> --help` for a command's options";
+// Every command, in the order --help lists them (README's command list is
+// checked against this help by Readme.CommandsAreTheHelpsCommands).
+struct Command {
+  const char* name;
+  const char* what;
+  int (*run)(int argc, char** argv);
+};
+
+constexpr Command kCommands[] = {
+    {"train", "train a U-Net (the pipeline, or --single-process)", TrainCommand},
+    {"plan", "predict peak device memory of each way to train and whether it fits a card",
+     PlanCommand},
+    {"predict", "predict masks with a trained model: masks, overlays, NIfTI segmentations",
+     PredictCommand},
+    {"export", "write a trained model's weights as one PyTorch state dict or nnU-Net's folder",
+     ExportCommand},
+    {"preprocess", "crop, normalise and cache a raw 3-D dataset (BraTS, nnU-Net)",
+     PreprocessCommand},
+    {"make-sample-data", "write a small sample dataset (PNGs, BraTS NIfTI, nnU-Net raw)",
+     MakeSampleDataCommand},
+    {"check", "train the pipeline and single-process side by side, compare every tensor",
+     CheckMain},
+    {"inspect", "show what a recording, checkpoint or stage file holds", InspectMain},
+    {"batches", "write the micro-batches training sees (.pt), for Python references",
+     BatchesCommand},
+    {"bench", "measure transports, step time and memory against their peers", BenchMain},
+};
+
+std::string Usage() {
+  std::string text = "usage: unet-pipeline <command> [options]\ncommands:\n";
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    name.resize(std::max<size_t>(name.size() + 1, 18), ' ');
+    text += "  " + name + c.what + "\n";
+  }
+  text += "  --version         versions and what this build supports\n";
+  text += "run `unet-pipeline <command> --help` for a command's options";
+  return text;
+}
+
+std::string CommandNames() {
+  std::string names;
+  for (const Command& c : kCommands) names += std::string(c.name) + ", ";
+  return names + "--version";
+}
 
 int Version() {
   std::cout << "unet-pipeline 0.1.0\n"
@@ -54,29 +86,19 @@ int LauncherMain(int argc, char** argv) {
   InstallTensorAccounting();  // before the first tensor: summary.json's peak_tensor_bytes
   try {
     if (argc < 2) {
-      std::cerr << kUsage << std::endl;
+      std::cerr << Usage() << std::endl;
       return 2;
     }
     const std::string command = argv[1];
     if (command == "--version" || command == "version") return Version();
     if (command == "-h" || command == "--help") {
-      std::cout << kUsage << std::endl;
+      std::cout << Usage() << std::endl;
       return 0;
     }
-    if (command == "train") return TrainCommand(argc - 1, argv + 1);
-    if (command == "plan") return PlanCommand(argc - 1, argv + 1);
-    if (command == "check") return CheckMain(argc - 1, argv + 1);
-    if (command == "inspect") return InspectMain(argc - 1, argv + 1);
-    if (command == "bench") return BenchMain(argc - 1, argv + 1);
-    if (command == "predict") return PredictCommand(argc - 1, argv + 1);
-    if (command == "export") return ExportCommand(argc - 1, argv + 1);
-    if (command == "batches") return BatchesCommand(argc - 1, argv + 1);
-    if (command == "preprocess") return PreprocessCommand(argc - 1, argv + 1);
-    if (command == "make-sample-data") return MakeSampleDataCommand(argc - 1, argv + 1);
-    throw UsageError(
-        "unknown command '" + command +
-        "'; commands: train, plan, check, inspect, bench, predict, export, batches, preprocess, "
-        "--version");
+    for (const Command& c : kCommands) {
+      if (command == c.name) return c.run(argc - 1, argv + 1);
+    }
+    throw UsageError("unknown command '" + command + "'; commands: " + CommandNames());
   } catch (const Error& e) {
     std::cerr << "unet-pipeline: error: " << e.what() << std::endl;
     return e.exit_code();
