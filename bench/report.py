@@ -1077,7 +1077,7 @@ def ways_table(res):
         ["weights, gradients and optimizer state fill the card",
          "stages taking turns on one card: `pipeline.activations: recompute`",
          f"[tiny, widths scaled in one budget: {best_pipe['parameters'] / best_single['parameters']:.2f}x "
-         f"the parameters]({doc}#tiny-widths-scaled)"],
+         f"the parameters of the best one-process way]({doc}#tiny-widths-scaled)"],
         ["more than one card",
          "stages on several GPUs or machines (`pipeline.devices`, `--nnodes`), copies of the pipeline "
          "(`pipeline.replicas`)",
