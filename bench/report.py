@@ -250,7 +250,7 @@ def step_section(s, title):
             f"Speed at the same budget (`--budget {size_text(s['budget_bytes'])}`): the three "
             "offload rows train under that device budget, as on a card of that size, each at the "
             "fewest micro-batches that train under it (2-step probes from 1 upwards), so a way "
-            "that holds less runs bigger micro-batches. Target (issue 29): the pipeline's offload "
+            "that holds less runs bigger micro-batches. Target: the pipeline's offload "
             "way at most single-process checkpointing's step time: "
             f"{offload['ratio']:.3f}x: {verdict(offload['ratio'] <= 1.0 + 1e-9)}.")
         out.append("")
