@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Writes docs/BENCHMARKS.md from the JSON files bench/run-all.sh saved.
+"""Writes docs/BENCHMARKS.md from the result files in bench/results/ and the
+prose in bench/text/.
 
-usage: report.py RESULTS_DIR OUT_MD. Reads transport.json, step-tiny.json,
-step-small.json, memory-small.json (and memory-small-mb1.json if present).
-Every figure is printed next to its peer and the ratio; each target gets a
-verdict, and a missed one the reason found when it was investigated.
+usage: report.py RESULTS_DIR OUT_MD [--readme README_MD]
+
+Every section is rendered here: tables from the result JSON, sentences with
+figures from the JSON, and the explanatory text from bench/text/NAME.md, whose
+{{FILE:PATH|FORMAT}} placeholders name a figure in RESULTS_DIR/FILE.json
+(PATH: keys joined by dots, [field=value] picks a list item, [N] an index) and
+{{NAME|FORMAT}} a value the section computed. The GPU check's section of an
+existing OUT_MD (scripts/gpu-report.py writes it) is carried over as it is.
+--readme also rewrites the "which way to train" table between README's
+bench:ways markers. Standard library only.
 """
 import json
 import os
+import re
 import sys
 
 TRANSPORT_TARGET = 0.9      # ring / memcpy for messages >= 16 MiB
@@ -15,16 +23,85 @@ STEP_TARGET = 1.03          # pipeline / single-process step time
 EAGER_TARGET = 1.0          # single-process / plain Python PyTorch step time
 MEMORY_TARGET = 0.6         # larger stage / single-process peak RSS
 
-
 GPU_BEGIN, GPU_END = "<!-- gpu-check:begin -->", "<!-- gpu-check:end -->"
+WAYS_BEGIN, WAYS_END = "<!-- bench:ways:begin -->", "<!-- bench:ways:end -->"
+TEXT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "text")
+PLACEHOLDER = re.compile(r"\{\{([^{}|]+)(?:\|([^{}]+))?\}\}")
+PATH_STEP = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
+GIB = 2**30
 
 
-def load(folder, name):
-    path = os.path.join(folder, name + ".json")
-    if not os.path.exists(path):
-        return None
+class ReportError(Exception):
+    pass
+
+
+def load_all(folder):
+    """Every result file in the folder, by name without .json."""
+    out = {}
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".json"):
+            with open(os.path.join(folder, f)) as fh:
+                out[f[:-5]] = json.load(fh)
+    return out
+
+
+def lookup(res, ref, values):
+    """One placeholder's value: FILE:PATH in the results, or a NAME in values."""
+    if ":" not in ref:
+        if ref not in values:
+            raise ReportError(f"no value named {ref!r}")
+        return values[ref]
+    name, path = ref.split(":", 1)
+    if name not in res:
+        raise ReportError(f"no result file {name}.json")
+    node = res[name]
+    for key, pick in PATH_STEP.findall(path):
+        try:
+            if key:
+                node = node[key]
+            elif "=" in pick:
+                field, want = pick.split("=", 1)
+                node = next(x for x in node if str(x.get(field)) == want)
+            else:
+                node = node[int(pick)]
+        except (KeyError, IndexError, StopIteration, TypeError, ValueError):
+            raise ReportError(f"{name}.json has no {path!r} (stopped at {key or pick!r})")
+    return node
+
+
+def show(value, fmt):
+    """A figure as text: gib/mib for bytes, int for thousands, x for a ratio,
+    dur for seconds as minutes and seconds, else a Python format spec."""
+    if fmt is None:
+        return str(value)
+    named = {"gib": lambda v: f"{v / GIB:.2f}", "gib1": lambda v: f"{v / GIB:.1f}",
+             "mib": mib, "int": lambda v: f"{v:,}", "x": lambda v: f"{v:.2f}x",
+             "dur": duration}
+    if fmt in named:
+        return named[fmt](value)
+    return format(value, fmt)
+
+
+def fill(template, res, values, where):
+    def one(m):
+        try:
+            return show(lookup(res, m.group(1).strip(), values), m.group(2))
+        except ReportError as e:
+            raise ReportError(f"{where}: {{{{{m.group(0)[2:-2]}}}}}: {e}")
+    return PLACEHOLDER.sub(one, template)
+
+
+def text(res, name, **values):
+    """bench/text/NAME.md with its placeholders filled, as lines."""
+    path = os.path.join(TEXT_DIR, name + ".md")
     with open(path) as f:
-        return json.load(f)
+        body = f.read()
+    return fill(body, res, values, os.path.relpath(path)).rstrip("\n").split("\n") + [""]
+
+
+def duration(s):
+    s = round(s)
+    return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
 
 
 def size_text(n):
@@ -42,41 +119,43 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
-def machine_section(runs):
-    """Which machine each result file came from: the machines lent here change
-    between sessions (same cores and memory, another CPU), and step times and
-    even tensor bytes depend on the CPU, so a ratio is read within one run."""
-    rows = [(name, d["machine"]) for name, d in runs if d and d.get("machine")]
-    out = [
-        "## Machine",
-        "",
-        "The benches ran on the CPU machines lent to this project, which change between sessions: "
-        "the same 2 logical cores and 24 GiB, but not always the same CPU. Step times, and in "
-        "places tensor bytes (oneDNN picks its kernels, and their workspaces, by CPU), depend on "
-        "it, so every ratio here compares runs of one bench on one machine, and a figure carried "
-        "over from another run says so. No GPU was visible to any of them. Each result file in "
-        "`bench/results/` records its machine:",
-        "",
-        "| results | CPU | AVX-512 | cores | memory (GiB) | kernel | LibTorch | 1-minute load at the end |",
-        "|---|---|---|---:|---:|---|---|---:|",
-    ]
-    for name, m in rows:
-        mem = f"{m['memory_bytes'] / 2**30:.1f}" if "memory_bytes" in m else "-"
-        load_1m = m.get("load_1m", "-")
+def table(header, align, rows):
+    """A Markdown table: header cells, one alignment letter per column (l, r)."""
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def provenance(d):
+    return d.get("provenance") or {}
+
+
+def machine_of(d):
+    return d.get("machine") or provenance(d).get("machine") or {}
+
+
+def machine_section(res):
+    """Which machine, commit and date each result file came from."""
+    out = ["## Machine", ""] + text(res, "machine")
+    out += ["| results | commit | date | CPU | AVX-512 | cores | memory (GiB) | kernel | LibTorch "
+            "| 1-minute load at the end | recorded |",
+            "|---|---|---|---|---|---:|---:|---|---|---:|---|"]
+    for name, d in res.items():
+        m, p = machine_of(d), provenance(d)
+        mem = f"{m['memory_bytes'] / GIB:.1f}" if "memory_bytes" in m else m.get("memory", "-")
         avx512 = {True: "yes", False: "no"}.get(m.get("avx512"), "not recorded")
         if m.get("onednn_max_cpu_isa"):
             avx512 += f" (oneDNN held to {m['onednn_max_cpu_isa']})"
-        out.append(f"| `{name}.json` | {m['cpu_model']} | {avx512} | {m['cores']} | {mem} | "
-                   f"{m['kernel']} | {m.get('torch', '-')} | {load_1m} |")
-    out += [
-        "",
-        "`plan`'s JSON (`plan-*.json`) records no machine: its sections name the one it ran on.",
-        "",
-    ]
-    return out
+        how = "transcribed" if p.get("recorded", "").startswith("transcribed") else "by the run"
+        out.append(f"| `{name}.json` | {p.get('commit', '-')} | {p.get('date', '-')} | "
+                   f"{m.get('cpu_model', '-')} | {avx512} | {m.get('cores', '-')} | {mem} | "
+                   f"{m.get('kernel', '-')} | {m.get('torch', '-')} | {m.get('load_1m', '-')} | {how} |")
+    return out + [""]
 
 
-def transport_section(t):
+def transport_section(res):
+    t = res["transport"]
     shm = [r for r in t["results"] if r.get("transport", "shm") == "shm"]
     gloo = [r for r in t["results"] if r.get("transport") == "gloo"]
     big = [r for r in shm if r["bytes"] >= 16 << 20]
@@ -115,51 +194,13 @@ def transport_section(t):
     else:
         out.append("Target: ring >= 0.9x memcpy for messages >= 16 MiB: not measured "
                    "(--max-bytes below 16 MiB).")
-    out += [
-        "",
-        "Reading the table:",
-        "",
-        "- From 4 MiB up both sides are bound by memory bandwidth and the ring runs at memcpy "
-        "speed: the slot is written once and the consumer reads it in place, so the ring costs "
-        "exactly one copy per byte. A ratio a few percent above 1 is not a faster copy (the "
-        "ring's copy *is* a memcpy now, see below): it is within this shared machine's "
-        "run-to-run spread, where the same memcpy row moves by 10-20% between runs.",
-        "- The first full run missed the target at 256 MiB (0.69x). The cause: "
-        "`ShmTensorSender::Send` copied with ATen's `copy_` (plain vector stores), while glibc "
-        "2.36's memcpy switches for very large blocks to a page-interleaved copy with "
-        "non-temporal stores; at 256 MiB that is 1.7x faster on this CPU (checked outside the "
-        "ring: memcpy 15 GB/s, `copy_` 8.7 GB/s on the same buffers). Not page faults (timed "
-        "streams take none, see below) and not slot reuse (the consumer releases at once). Fix: "
-        "`Send` now copies a contiguous CPU tensor with `std::memcpy` when torch runs one thread "
-        "(with more threads `copy_` still splits the copy across them). The table above is "
-        "after the fix.",
-        "- Below 1 MiB the ring is far from memcpy, by design of its waits rather than its copy: "
-        "each message pays a fixed cost (the tensor table is validated and written, `from_blob` "
-        "and ATen's `copy_` dispatch, the release-store publication) of a few microseconds, and "
-        "when the ring is full or empty a waiting side spins 256 times, yields 64 times, then "
-        "sleeps with a backoff up to 128 us. On 2 cores shared with other work the consumer is "
-        "often descheduled, so small messages move at the pace of wake-ups. Boundary tensors of "
-        "the configs are 0.5-8 MiB per micro-batch (16 MiB and more for the 3-D configs), where "
-        "this overhead is small; small-message throughput would need a spinning consumer on a "
-        "core of its own, which the pipeline does not want on CPU stages.",
-        "- Page faults: the creator touches every page (`ShmSegment::Create`) and the warm-up "
-        "makes each side fault its own mapping in once, so timed streams take no faults. Without "
-        "the warm-up the first pass over a slot pays one minor fault per 4 KiB page on each side.",
-        "",
-    ]
+    out += [""] + text(res, "transport")
     if gloo:
         out += [
             "",
             "### The c10d transport (Gloo on loopback) against memcpy",
             "",
-            "The same loop with `pipeline.transport: gloo`'s sender and receiver "
-            "(`ipc/c10d_channel.h`): a two-rank Gloo process group on 127.0.0.1, rendezvous at a "
-            "TCPStore this process serves, a 4 KiB header and one send per tensor, at most "
-            f"{meth['slots']} messages in flight. Every byte crosses the kernel's TCP stack twice "
-            "(send and receive copies) and the receiver gets its own tensor, so this is what the "
-            "boundary costs between two machines over a network as fast as loopback, not a "
-            "target to meet on one machine (use shm there).",
-            "",
+        ] + text(res, "transport-gloo") + [
             "| size | msgs | gloo GB/s | memcpy GB/s | ratio | gloo latency (us) |",
             "|---:|---:|---:|---:|---:|---:|",
         ]
@@ -209,7 +250,7 @@ def step_section(s, title):
             f"Speed at the same budget (`--budget {size_text(s['budget_bytes'])}`): the three "
             "offload rows train under that device budget, as on a card of that size, each at the "
             "fewest micro-batches that train under it (2-step probes from 1 upwards), so a way "
-            "that holds less runs bigger micro-batches. Target (issue 29): the pipeline's offload "
+            "that holds less runs bigger micro-batches. Target: the pipeline's offload "
             "way at most single-process checkpointing's step time: "
             f"{offload['ratio']:.3f}x: {verdict(offload['ratio'] <= 1.0 + 1e-9)}.")
         out.append("")
@@ -271,50 +312,88 @@ def step_section(s, title):
     return out
 
 
-def step_sections(tiny, small):
-    out = [
-        "## Step time: pipeline against single-process",
-        "",
-        "`unet-pipeline bench step`. Every figure is a real training run of this binary as a "
-        "child process (`unet-pipeline train [--single-process] ...` into a scratch folder), read "
-        "back from its `metrics.jsonl` (`step_s`: the wall time of one optimizer step, as each "
-        "trainer measures it). The pipeline and the single-process trainer alternate "
-        "(pipeline, single, pipeline, single, ...), then the three schedules with two unlocked "
-        "stages (`pipeline.lock: off`) alternate (sequential, gpipe, 1f1b, and 1f1b with the "
-        "boundary over c10d's Gloo on loopback as between two machines, ...). Same config, "
-        "same `train.threads`, checkpoints off except the pipeline's final one (after the last "
-        "timed step). Beside the single-process trainer, the `python eager` row is its peer in "
-        "plain PyTorch on the same LibTorch: `.venv`'s Python trains the same model eagerly (the "
-        "classic U-Net as `scripts/unet_reference.py`'s, a `torchscript` bundle as the unsplit "
-        "model its manifest's factory builds, an nnU-Net plan as dynamic_network_architectures' "
-        "network) with the same shapes, threads, loss and Adam, on random data made once "
-        "(`bench/eager_step.py`, `bench/nnunet_eager.py`); its runs follow the pair's, `rounds` "
-        "of them, with the same warm-up dropped. Where it cannot match the config (another loss "
-        "or optimizer), the row says why instead of a figure. The `glibc defaults` rows run the "
-        "trainers with `UP_GLIBC_MALLOC_DEFAULTS=1`, alternated with the rows they are compared "
-        "to; the fp16 rows are timed only on a GPU (a CPU emulates fp16, about 30x slower than "
-        "fp32 on tiny here). Peak RSS adds up every process of a run (`summary.json`'s "
-        "`peak_rss_bytes`: the trainer, or the launcher and both stages, each holding its own "
-        "LibTorch runtime), the largest over the row's runs.",
-        "",
-    ]
-    if tiny:
-        out += step_section(tiny, "tiny")
-    if small:
-        out += step_section(small, "small")
-    out += [
-        "Reading it: with the lock on, the two stages take turns, so a pipeline step does the "
-        "same arithmetic as a single-process step plus one copy of each boundary tensor and its "
-        "gradient, and a control message per turn. Those are small next to the convolutions, so "
-        "the ratio is set by noise; a ratio below 1 can come from each process keeping its own "
-        "warm caches and allocator. `pipeline recompute` runs the encoder's forward twice per "
-        "micro-batch (once without a graph, once before its backward), so its ratio is what "
-        "recomputation costs in time. On 2 shared "
-        "cores, two unlocked stages of 1 thread each compete with each other and with the "
-        "machine's other work; gpipe and 1f1b can only gain where the stages have a core (or a "
-        "device) each.",
-        "",
-    ]
+def step_sections(res):
+    out = ["## Step time: pipeline against single-process", ""] + text(res, "step")
+    if "step-tiny" in res:
+        out += step_section(res["step-tiny"], "tiny")
+    if "step-small" in res:
+        out += step_section(res["step-small"], "small")
+    out += text(res, "step-reading")
+    out += eager_nnunet_section(res)
+    out += eager_torchscript_section(res)
+    return out
+
+
+def eager_nnunet_section(res):
+    d = res.get("eager-nnunet")
+    if not d:
+        return []
+    out = ["### nnU-Net plans: the single-process trainer against Python eager", ""]
+    out += text(res, "eager-nnunet")
+    rows = []
+    for r in d["rows"]:
+        pipe = f"{r['pipeline_s']} ({r['pipeline_note']})" if r.get("pipeline_s") else "-"
+        rows.append([f"{r['plan']}, {r['patch']}, {r['steps']} steps", r["single_s"], pipe,
+                     r["eager_s"], f"{r['single_s'] / r['eager_s']:.2f}x"])
+    out += table(["plan, patch", "unet-pipeline single-process (s)", "unet-pipeline pipeline (s)",
+                  "Python eager (s)", "single / Python"], "lrrrr", rows)
+    cmds = d["provenance"]["commands"]
+    out += [f"Commands: `{cmds[0]}`, and `{cmds[1]}` (the plan's `batch_dice: false`). ResEnc L: "
+            f"`{cmds[2]}` against {cmds[3]}.", ""]
+    tiny = d["rows"][0]
+    out += text(res, "eager-nnunet-after", pipe_over_single=tiny["pipeline_s"] / tiny["single_s"],
+                steps=", ".join(str(x) for x in d["rows"][1]["single_steps_s"]))
+    return out
+
+
+def eager_torchscript_section(res):
+    d = res.get("eager-torchscript")
+    if not d:
+        return []
+    out = ["### Your own U-Net (`model.kind: torchscript`) and the classic U-Net against Python eager",
+           ""] + text(res, "eager-torchscript")
+    rows = [[r["model"], r["shape"], f"{r['single_s']:.4f}", f"{r['eager_s']:.4f}",
+             f"{r['single_s'] / r['eager_s']:.2f}x", f"{r['pipeline_s']:.4f}"] for r in d["rows"]]
+    out += table(["model", "patch, batch", "single-process (s)", "Python eager (s)", "single / Python",
+                  "pipeline, sequential (s)"], "llrrrr", rows)
+    ab, spread = d["optimize_ab"], d["spread"]["single_s"]
+    out += text(res, "eager-torchscript-after", optimize_slower=100 * (ab["on_s"] / ab["off_s"] - 1),
+                spread_pct=100 * (spread[1] / spread[0] - 1))
+    return out
+
+
+def nnunet_e2e_table(c):
+    """One configuration's end-to-end run: both trainers' Dice and times."""
+    ours, theirs = c["ours"], c["nnunet"]
+    ours_time = f"{ours['steps_s']} s of 250 steps"
+    if ours.get("median_step_s"):
+        ours_time += f" ({ours['median_step_s']} s median step)"
+    ours_time += f", {ours['command_s']} s the whole command with its validation"
+    their_time = (f"{theirs['epoch_s']} s its epoch (250 training and 50 validation iterations), "
+                  f"{theirs['command_s']} s the whole command with its final validation")
+    name = "trainer" if c["configuration"] == "3d_fullres" else f"trainer (`{c['configuration']}`)"
+    dice = lambda r: [f"{r[k]:.4f}" for k in ("dice", "organ", "lesion", "folder")]
+    return table([name, "mean foreground Dice", "organ (1)", "lesion (2)", "its own validation folder",
+                  "training time"], "lrrrrl",
+                 [["unet-pipeline, pipeline (`-tr nnUNetTrainerUnetPipeline`)"] + dice(ours) + [ours_time],
+                  ["nnU-Net `nnUNetTrainer_1epoch`"] + dice(theirs) + [their_time],
+                  ["difference", f"{ours['dice'] - theirs['dice']:+.4f}", "", "", "", ""]])
+
+
+def nnunet_e2e_section(res):
+    d = res.get("nnunet-e2e")
+    if not d:
+        return []
+    out = ["## From nnU-Net: the pipeline in nnU-Net's workflow beside nnU-Net's own trainer", ""]
+    out += text(res, "nnunet-e2e")
+    by = {c["configuration"]: c for c in d["configurations"]}
+    for name in ("3d_fullres", "2d"):
+        c = by[name]
+        gap = abs(c["ours"]["dice"] - c["nnunet"]["dice"])
+        out += nnunet_e2e_table(c)
+        out += [f"Target: mean foreground Dice within {d['target_dice_difference']} of nnU-Net's "
+                f"({name}): {gap:.4f}: {verdict(gap <= d['target_dice_difference'])}.", ""]
+        out += text(res, "nnunet-e2e-3d" if name == "3d_fullres" else "nnunet-e2e-2d")
     return out
 
 
@@ -328,7 +407,7 @@ def tensor_note(m):
             f"({verdict(m['tensor_ratio'] <= MEMORY_TARGET)})")
 
 
-def memory_section(m, mb1, rec=None):
+def memory_section(res, m, mb1, rec=None):
     rss = m["peak_rss_bytes"]
     trainer = rss["trainer"]
     rt = m["runtime_bytes"]
@@ -363,6 +442,7 @@ def memory_section(m, mb1, rec=None):
             f"| encoder | {mib(tensors['encoder'])} | {tensors['encoder'] / tt:.2f} |",
             f"| decoder | {mib(tensors['decoder'])} | {tensors['decoder'] / tt:.2f} |",
             "",
+        ] + text(res, "tensor-bytes") + [
             f"Target on small: larger stage by tensor bytes ({m['larger_tensor_stage']}) <= "
             f"{MEMORY_TARGET}x single-process: {m['tensor_ratio']:.2f}x: "
             f"{verdict(m['tensor_ratio'] <= MEMORY_TARGET)}. By RSS (below) the runtime "
@@ -522,7 +602,8 @@ def stages_section(s, title):
     return out
 
 
-def replicas_section(r):
+def replicas_section(res):
+    r = res.get("replicas-tiny")
     """One `bench replicas` run: copies of the pipeline, each stage's exchange beside Gloo's."""
     if not r:
         return []
@@ -561,31 +642,18 @@ def replicas_section(r):
     if r.get("peer_note"):
         out += ["", f"No peer: {r['peer_note']}."]
     out.append("")
-    return out
-
-
-def capacity_sections(runs):
-    runs = [(c, t) for c, t in runs if c]
-    if not runs:
-        return []
-    out = [
-        "## Capacity: the largest model each way trains in one budget",
-        "",
-        "The same budget for every way, as a card of that size would be (`train.memory_budget`: "
-        "on this CPU each device's processes share one counted total; parked state and ring slots "
-        "stay outside it, as pinned host memory does on a GPU). The single-process ways are what "
-        "a PyTorch user does on one card: plain, gradient accumulation down to one sample per "
-        "micro-batch, activation checkpointing per level (`train.checkpointing: levels`), and "
-        "both. What limits each: single-process holds the whole model's weights, gradients and "
-        "Adam's two moments at once, four copies of every parameter, plus one micro-batch's "
-        "activations; the pipeline's turn holds one stage's state (the other is parked in host "
-        "memory) and, recomputing, one stage's activations, so at the state-bound end it fits "
-        "about twice the parameters, and more where activations dominate and micro-batches "
-        "shrink them.",
-        "",
-    ]
-    for c, title in runs:
-        out += capacity_section(c, title)
+    one, two = (next(x for x in r["rows"] if x["replicas"] == n) for n in (1, 2))
+    enc, dec = two["stages"]
+    early = res["notes-replicas"]["earlier_run"]
+    out += text(res, "replicas", one_ms=one["step_ms"], two_ms=two["step_ms"],
+                single_ms=r["single_process_step_ms"],
+                gain=two["samples_per_s"] / one["samples_per_s"],
+                gain_single=r["single_process_step_ms"] / two["step_ms"],
+                earlier_gain=early["one_replica_ms"] / early["two_replicas_ms"],
+                enc_ms=enc["exchange_ms"], dec_ms=dec["exchange_ms"],
+                enc_peer=enc["peer_allreduce_ms"], dec_peer=dec["peer_allreduce_ms"],
+                enc_x=enc["exchange_ms"] / enc["peer_allreduce_ms"],
+                dec_x=dec["exchange_ms"] / dec["peer_allreduce_ms"])
     return out
 
 
@@ -678,22 +746,17 @@ def user_case_verdict(uc, plan, kernels=""):
     return out
 
 
-def user_case_section(plans):
+def user_case_section(res, plans):
     """brats16g's measured plan rows (fp32 and bf16, one sample per micro-batch)."""
     plans = [(p, t) for p, t in plans if p]
     if not plans:
         return []
-    out = [
-        "## The user's case: brats16g against a 16 GiB card",
-        "",
-        "`unet-pipeline plan --config configs/brats16g.yaml --gpu-mem 16GiB --json` (192x192x96, "
-        "batch 2, the 3-D U-Net of widths 32..256, 22.6M parameters; `configs/brats16g.yaml` stands "
-        "in for nnU-Net's ResEnc L plan until the nnunet model kind exists). Each way trained two "
-        "steps on this CPU at two halvings of the patch and its tensor bytes extrapolated to the "
-        "full patch (`launcher/tools/memory_probe.h`; held within 10% of real runs by "
-        "`PlanMeasured.*`). Tensor bytes only: a GPU adds its CUDA context (1 GiB counted per "
-        "process for `fits`) and cuDNN workspace.",
-        "",
+    p = res["plan-brats16g"]
+    out = ["## The user's case: brats16g against a 16 GiB card", ""]
+    out += text(res, "brats16g",
+                params_m=(p["encoder_parameters"] + p["decoder_parameters"]) / 1e6)
+    out += text(res, "tensor-bytes")
+    out += [
         "| precision, micro-batches | way | device peak (GiB) | encoder stage (GiB) | decoder stage "
         "(GiB) | fits 16 GiB (with context) |",
         "|---|---|---:|---:|---:|---|",
@@ -709,68 +772,395 @@ def user_case_section(plans):
     return out
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: report.py RESULTS_DIR OUT_MD")
-    folder, out_path = sys.argv[1], sys.argv[2]
-    t = load(folder, "transport")
-    tiny = load(folder, "step-tiny")
-    small = load(folder, "step-small")
-    mem = load(folder, "memory-small")
-    mb1 = load(folder, "memory-small-mb1")
-    rec = load(folder, "memory-small-recompute")
-    lines = [
-        "# Benchmarks",
-        "",
-        "Generated by `bench/report.py` from the JSON in `bench/results/`, written by "
-        "`bench/run-all.sh` (build, run every bench, regenerate this file). Do not edit by hand: "
-        "rerun the script. Every figure stands next to its limit or peer, measured in the same "
-        "run, with the ratio; no figure here is asserted by a test.",
-        "",
+def bf16_notes(res):
+    """What bf16 holds against fp32, from the two 2-micro-batch plans."""
+    fp32 = {r["name"]: r["tensor_bytes"] for r in res["plan-brats16g-mb1"]["rows"]}
+    bf16 = {r["name"]: r["tensor_bytes"] for r in res["plan-brats16g-bf16-mb1"]["rows"]}
+    shares = [bf16[w] / fp32[w] for w in fp32 if w in bf16]
+    floor16 = res["plan-brats16g-bf16-mb1"]["floor_bytes"]
+    floor32 = res["plan-brats16g-mb1"]["floor_bytes"]
+    po, so = "pipeline offload", "single-process offload"
+    than = lambda a, b: "more than" if a > b else "less than"
+    return text(res, "brats16g-bf16", bf16_lo=min(shares), bf16_hi=max(shares),
+                bf16_floor_x=bf16[po] / floor16, fp32_floor_x=fp32[po] / floor32,
+                bf16_pipe=bf16[po] / GIB, bf16_single=bf16[so] / GIB,
+                fp32_pipe=fp32[po] / GIB, fp32_single=fp32[so] / GIB,
+                bf16_pipe_vs_single=than(bf16[po], bf16[so]),
+                fp32_pipe_vs_single=than(fp32[po], fp32[so]).replace(" than", ""))
+
+
+def kernel_gap(res):
+    """The largest difference in bytes between the two kernel choices' real runs."""
+    a = {r["way"]: r["peak_device_tensor_bytes"] for r in res["user-case"]["rows"]}
+    b = {r["way"]: r["peak_device_tensor_bytes"] for r in res["user-case-avx2"]["rows"]}
+    return max(abs(a[w] - b[w]) for w in a if w in b)
+
+
+def one_card_section(res):
+    """brats16g, every way, fp32 at 2 micro-batches of 1: both kernel choices and a0b2ee5."""
+    plan, avx2 = res["plan-brats16g-mb1"], res["plan-brats16g-mb1-avx2"]
+    old = {r["name"]: r for r in res["plan-brats16g-mb1-a0b2ee5"]["rows"]}
+    other = {r["name"]: r for r in avx2["rows"]}
+    out = ["### One card, every way", ""] + text(res, "one-card")
+    rows = []
+    for r in plan["rows"]:
+        o = other[r["name"]]
+        cells = [r["name"]]
+        for x, p in ((r, plan), (o, avx2)):
+            st = x.get("stage_tensor_bytes") or {}
+            cells += [f"{x['tensor_bytes'] / GIB:.2f}",
+                      f"{st['encoder'] / GIB:.2f}" if st else "-",
+                      f"{st['decoder'] / GIB:.2f}" if st else "-",
+                      f"{x['tensor_bytes'] / p['floor_bytes']:.2f}x"]
+            if x is r:
+                cells += [str(r["processes"]), "yes" if r["fits"] else "no"]
+        h = old[r["name"]]
+        cells.append(f"{h['avx512_gib']:.2f} / {h['avx2_gib']:.2f}")
+        rows.append(cells)
+    out += table(["way", "device peak (GiB)", "encoder stage (GiB)", "decoder stage (GiB)", "x floor",
+                  "processes (contexts)", "fits 16 GiB (with context)", "oneDNN held to AVX2 (GiB)",
+                  "encoder", "decoder", "x floor", "a0b2ee5, AVX-512 / AVX2 (GiB)"],
+                 "lrrrrrlrrrrr", rows)
+    out += text(res, "one-card-after")
+    return out
+
+
+def one_card_targets(res):
+    """The one-card targets from the real runs, and at a0b2ee5 from its plan."""
+    real = {r["way"]: r["peak_device_tensor_bytes"] for r in res["user-case"]["rows"]}
+    old = {r["name"]: r for r in res["plan-brats16g-mb1-a0b2ee5"]["rows"]}
+    a0 = res["plan-brats16g-mb1-a0b2ee5"]
+    po, ck, so = "pipeline offload", "single-process checkpointing", "single-process offload"
+    floor = res["plan-brats16g-mb1"]["floor_bytes"]
+    old_ck = old[po]["avx512_gib"] / old[ck]["avx512_gib"]
+    old_floor = old[po]["avx512_gib"] / a0["floor_gib"]
+    out = [f"Targets, from these measured rows and the real runs above: the pipeline's best way, "
+           f"`{po}` (recompute by blocks, kept inputs and received tensors parked in host memory), "
+           f"holds {real[po] / GIB:.2f} GiB under either kernel choice, **{real[po] / real[ck]:.2f}x** "
+           f"single-process checkpointing's {real[ck] / GIB:.2f} GiB (target <= 0.75x: "
+           f"{verdict(real[po] <= 0.75 * real[ck])}) and **{real[po] / floor:.2f}x** the floor (target "
+           f"<= 1.1x: {verdict(real[po] <= 1.1 * floor)}); at a0b2ee5 AVX-512 kernels gave "
+           f"{old_ck:.2f}x and {old_floor:.2f}x (oneDNN's copy of the block's input on top of the "
+           f"rebuilt output and entering gradient). It is {real[po] / real[so]:.2f}x one process doing "
+           f"the same (`{so}`: {real[so] / GIB:.2f} GiB).", ""]
+    return out + text(res, "one-card-targets")
+
+
+def budget_section(res):
+    """Step time at one device budget: tiny from step-tiny.json, the rest transcribed."""
+    b, tiny = res["budget-tiny-small"], res["step-tiny"]
+    out = text(res, "budget")
+    out += table(["config", "micro-batches", "single-process checkpointing (MiB)",
+                  "single-process offload (MiB)", "pipeline offload (MiB)"], "lrrrr",
+                 [[r["config"], r["micro_batches"], r["checkpointing"], r["offload"],
+                   r["pipeline_offload"]] for r in b["peaks_mib"]])
+    by = {r["label"]: r for r in tiny["results"]}
+    ck, so, po = by["single checkpointing"], by["single offload"], by["pipeline offload"]
+    def cell(s, mb, digits):
+        if s is None:
+            return "-"
+        return f"{s:.{digits}f}" + (f" ({mb})" if mb else "")
+    rows = [[f"tiny at {size_text(tiny['budget_bytes'])}, `{tiny['provenance']['command']}` "
+             f"({tiny['provenance']['date']}; the table above)",
+             f"{ck['median_step_s']:.4f} ({ck['micro_batches']} micro-batches)",
+             f"{so['median_step_s']:.4f} ({so['micro_batches']})",
+             f"{po['median_step_s']:.4f} ({po['micro_batches']})",
+             f"**{po['median_step_s'] / ck['median_step_s']:.3f}x**"]]
+    for r in b["steps"]:
+        n = r.get("digits", 3)
+        rows.append([r["what"], cell(r["checkpointing_s"], r.get("checkpointing_mb"), n),
+                     cell(r.get("offload_s"), r.get("offload_mb"), n),
+                     cell(r["pipeline_offload_s"], r.get("pipeline_offload_mb"), n),
+                     f"{r['pipeline_offload_s'] / r['checkpointing_s']:.2f}x"])
+    out += ["Step times at a budget between checkpointing's 2-micro-batch peak and the pipeline's "
+            "1-micro-batch peak:", ""]
+    out += table(["config, budget", "single-process checkpointing (s)", "single-process offload (s)",
+                  "pipeline offload (s)", "pipeline / checkpointing"], "lrrrr", rows)
+    x = po["median_step_s"] / ck["median_step_s"]
+    small = [r["pipeline_offload_s"] / r["checkpointing_s"] for r in b["steps"][:2]]
+    out += [f"Target on tiny: {x:.3f}x at {size_text(tiny['budget_bytes'])} (the pipeline at "
+            f"{po['micro_batches']} micro-batch{'es' if po['micro_batches'] > 1 else ''} against "
+            f"checkpointing's {ck['micro_batches']}): {verdict(x <= 1.0 + 1e-9)}. On small "
+            f"{small[0]:.2f}x on 2026-12-04 and {small[1]:.2f}x on 2026-12-05, after the parking "
+            "change below: a tie, both within the run-to-run spread.", ""]
+    return out + text(res, "budget-after")
+
+
+def resenc_l_section(res):
+    plan, old = res["plan-resenc-l"], res["plan-resenc-l-280062b"]
+    oldr = {r["name"]: r for r in old["rows"]}
+    out = ["## nnU-Net ResEnc L against a 16 GiB card", ""]
+    out += text(res, "resenc-l", params=plan["encoder_parameters"] + plan["decoder_parameters"])
+    out += text(res, "tensor-bytes")
+    rows = []
+    for r in plan["rows"]:
+        st = r.get("stage_tensor_bytes") or {}
+        o = oldr[r["name"]]
+        was = f"{o['gib']:.2f}" + (f" (encoder {o['encoder_gib']:.2f}, decoder {o['decoder_gib']:.2f})"
+                                   if "encoder_gib" in o else "")
+        rows.append([r["name"], f"{r['tensor_bytes'] / GIB:.2f}",
+                     f"{st['encoder'] / GIB:.2f}" if st else "-",
+                     f"{st['decoder'] / GIB:.2f}" if st else "-",
+                     f"{r['tensor_bytes'] / plan['floor_bytes']:.2f}x", "yes" if r["fits"] else "no", was])
+    out += table(["way", "measured, extrapolated (GiB)", "encoder stage (GiB)", "decoder stage (GiB)",
+                  "x floor", "fits 16 GiB (with context)", "280062b, Intel (GiB)"], "lrrrrll", rows)
+    out += text(res, "resenc-l-real")
+    uc = res["user-case-resenc-l"]
+    run = uc["rows"][0]
+    stages = {r["name"]: r.get("stage_tensor_bytes") for r in plan["rows"]}["pipeline offload"]
+    real = [(f"{uc['provenance']['commit']} (this plan), {uc['machine']['cpu_model']}",
+             run["peak_tensor_bytes"]["encoder"], stages["encoder"],
+             run["peak_tensor_bytes"]["decoder"], stages["decoder"], run["step_s"])]
+    for h in res["user-case-resenc-l-history"]["rows"]:
+        real.append((f"{h['commit']}, {h['machine']}", h["encoder"], h["encoder_plan"], h["decoder"],
+                     h["decoder_plan"], h["step_s"]))
+    rows = [[code, f"{e:,} ({e / GIB:.2f} GiB)", f"{ep:,}", f"{ep / e:.5f}", f"{d:,} ({d / GIB:.2f} GiB)",
+             f"{dp:,}", f"{dp / d:.5f}", f"{s:.0f}"] for code, e, ep, d, dp, s in real]
+    out += table(["code", "encoder measured (bytes)", "plan", "plan / measured", "decoder measured (bytes)",
+                  "plan", "plan / measured", "step (s)"], "lrrrrrrr", rows)
+    peaks = {r["name"]: r["tensor_bytes"] for r in plan["rows"]}
+    blocks = stages_of(plan, "pipeline recompute blocks")
+    levels = stages_of(plan, "pipeline recompute")
+    e, d = run["peak_tensor_bytes"]["encoder"], run["peak_tensor_bytes"]["decoder"]
+    within = abs(stages["encoder"] / e - 1) <= 0.1 and abs(stages["decoder"] / d - 1) <= 0.1
+    rss = res["user-case-resenc-l-history"]["rows"][1]["largest_rss_gib"]
+    out += [f"Targets at the full patch with one volume per micro-batch: every stage under 8 GiB, "
+            f"half a 16 GiB card: `pipeline offload` holds {stages['encoder'] / GIB:.2f} GiB in the "
+            f"encoder and {stages['decoder'] / GIB:.2f} GiB in the decoder "
+            f"({verdict(max(stages.values()) < 8 * GIB)}), and `pipeline recompute blocks` "
+            f"{blocks['encoder'] / GIB:.2f} and {blocks['decoder'] / GIB:.2f} GiB "
+            f"({verdict(max(blocks.values()) < 8 * GIB)}); recompute by levels leaves the encoder at "
+            f"{levels['encoder'] / GIB:.2f} GiB (a whole full-resolution level rebuilt at once). One "
+            f"real training step at the full patch within 10% of plan's peak: "
+            f"{stages['encoder'] / e:.5f} and {stages['decoder'] / d:.5f} of the measured bytes "
+            f"({verdict(within)}), a run of {run['wall_s'] / 60:.0f} minutes (wall) on this machine, "
+            f"whose 24 GiB it nearly fills: two stage processes with their host-parked state and "
+            f"activations, and the shared-memory ring (the largest process peaked at {rss} GiB RSS, "
+            f"the ring's pages included, in the run at 2d33f0c). The pipeline's offload way is "
+            f"{peaks['pipeline offload'] / peaks['single-process checkpointing']:.2f}x one process "
+            f"checkpointing ({peaks['single-process checkpointing'] / GIB:.2f} GiB) and "
+            f"{peaks['pipeline offload'] / peaks['single-process offload']:.2f}x one process offloading "
+            f"({peaks['single-process offload'] / GIB:.2f} GiB) here, and "
+            f"{peaks['pipeline offload'] / plan['floor_bytes']:.2f}x the floor.", ""]
+    return out + text(res, "resenc-l-after")
+
+
+def stages_of(plan, way):
+    return next(r for r in plan["rows"] if r["name"] == way)["stage_tensor_bytes"]
+
+
+def stage_limits(st, title):
+    """The S = 2 target sentence for one `bench stages` run."""
+    row = {(r["stages"], r["schedule"]): r for r in st["rows"]}
+    seq = row[(2, "sequential")]["step_ms"]
+    m = st["micro_batches"]
+    limit = seq / 2 * (m + 1) / m
+    said = []
+    for sched in ("gpipe", "1f1b"):
+        t = row[(2, sched)]["step_ms"]
+        said.append(f"{sched} {t:.1f} ms ({t / limit:.2f}x, {verdict(t <= 1.1 * limit)})")
+    return (f"{title}'s limit is {seq:.1f} / 2 x {m + 1}/{m} = {limit:.1f} ms and "
+            + ", ".join(said))
+
+
+def stages_sections(res):
+    tiny, small = res.get("stages-tiny"), res.get("stages-small")
+    if not (tiny and small):
+        return []
+    out = ["## More stages: step time, bubble and kept activations", ""]
+    out += stages_section(tiny, "tiny") + stages_section(small, "small")
+    fast = [r["speedup_vs_sequential"] for st in (tiny, small) for r in st["rows"]
+            if r["stages"] > 2 and r["schedule"] != "sequential"]
+    fast = [x for x in fast if x >= 1.5]
+    out += text(res, "stages-reading", tiny_limits=stage_limits(tiny, "tiny"),
+                small_limits=stage_limits(small, "small"), fast_lo=min(fast), fast_hi=max(fast))
+    return out + cuts_section(res)
+
+
+def cuts_section(res):
+    c = res.get("stages-small-cuts")
+    if not c:
+        return []
+    out = ["### Cuts by time (`pipeline.balance: time`)", ""]
+    lt = c["level_times_ms"]
+    out += text(res, "cuts", pace=lt["decoder"] / lt["encoder"])
+    rows = [[r["parts"], r["cuts"], r["schedule"], f"{r['step_ms']:.1f}", f"{r['bubble']:.2f}",
+             f"{r['theory']:.2f}", f"{r['limit_ms']:.1f}",
+             ", ".join(f"{who} {ms}" for who, ms in r["compute"])] for r in c["rows"]]
+    out += table(["parts", "cuts by", "schedule", "step (ms)", "bubble", "theory", "slowest limit (ms)",
+                  "each stage's compute per step (ms)"], "lllrrrrl", rows)
+    by = {(r["parts"], r["cuts"], r["schedule"]): r for r in c["rows"]}
+    seq = by[("1+1", "(fixed)", "sequential")]["step_ms"]
+    limit = seq / 2 * 5 / 4
+    g11, f11 = by[("1+1", "(fixed)", "gpipe")], by[("1+1", "(fixed)", "1f1b")]
+    gt, ft = by[("1+2", "time", "gpipe")]["step_ms"], by[("1+2", "time", "1f1b")]["step_ms"]
+    gm, fm = by[("1+2", "memory", "gpipe")]["step_ms"], by[("1+2", "memory", "1f1b")]["step_ms"]
+    old = {(r["stages"], r["schedule"]): r for r in res["stages-small"]["rows"]}
+    old_seq = old[(2, "sequential")]["step_ms"] / 2 * 5 / 4
+    t_seq = by[("1+2", "time", "sequential")]["compute"]
+    m_seq = by[("1+2", "memory", "sequential")]["compute"]
+    out += text(res, "cuts-reading", seq=seq, limit=limit, g11=g11["step_ms"],
+                g11x=g11["step_ms"] / limit, f11=f11["step_ms"], f11x=f11["step_ms"] / limit,
+                old_g=old[(2, "gpipe")]["step_ms"] / old_seq, old_f=old[(2, "1f1b")]["step_ms"] / old_seq,
+                g11lim=g11["limit_ms"], f11lim=f11["limit_ms"],
+                t_seq=", ".join(str(ms) for _, ms in t_seq[:-1]) + f" and {t_seq[-1][1]}",
+                gt=gt, ft=ft, gtx=gt / limit, ftx=ft / limit,
+                verdict_t=verdict(max(gt, ft) <= 1.1 * limit),
+                gt_vs11=g11["step_ms"] / gt, ft_vs11=f11["step_ms"] / ft, gt_vsm=gm / gt, ft_vsm=fm / ft,
+                m_d1=m_seq[1][1], m_d2=m_seq[2][1])
+    return out
+
+
+def capacity_notes(res, name, c):
+    """The explanations under one capacity table, where bench/text has them."""
+    if name == "capacity-tiny":
+        row = {r["way"]: r for r in c["rows"]}
+        two, four = row["pipeline recompute+park"], row["4 stages recompute+park"]
+        width = lambda r: int(r["size"].split("[")[1].split(",")[0])
+        return text(res, "capacity-tiny-widths", four_over_two=four["vs_plain"] / two["vs_plain"],
+                    two_width=width(two), four_width=width(four), four_width_plus=width(four) + 1)
+    if name in ("capacity-tiny3d", "capacity-tiny3d-patch"):
+        return text(res, "capacity-tiny3d-widths" if name == "capacity-tiny3d" else name)
+    return []
+
+
+def capacity_all(res):
+    runs = [("capacity-tiny", "tiny, widths scaled"), ("capacity-tiny-patch", "tiny, patch scaled"),
+            ("capacity-tiny3d", "tiny3d, widths scaled"), ("capacity-tiny3d-patch", "tiny3d, patch scaled")]
+    runs = [(n, t) for n, t in runs if n in res]
+    if not runs:
+        return []
+    out = ["## Capacity: the largest model each way trains in one budget", ""]
+    out += text(res, "capacity") + text(res, "tensor-bytes")
+    for name, title in runs:
+        body = capacity_section(res[name], title)
+        out += body + capacity_notes(res, name, res[name])
+    return out
+
+
+def quick_start_section(res):
+    q = res.get("quick-start")
+    if not q:
+        return []
+    out = [f"## Quick start and build ({q['provenance']['date']})", ""] + text(res, "quick-start")
+    rows = []
+    for r in q["rows"]:
+        now = duration(r["now_s"]) + (f" ({r['now_note']})" if r.get("now_note") else "")
+        rows.append([r["step"], r.get("before", "-"), f"**{now}**" if r.get("bold") else now])
+    out += table(["step", "before (session 12)", q["provenance"]["date"]], "lrr", rows)
+    return out + text(res, "quick-start-after")
+
+
+def ways_table(res):
+    """README's "which way to train" table: one figure a cell, each from a result."""
+    plan = {r["name"]: r["tensor_bytes"] for r in res["plan-brats16g-mb1"]["rows"]}
+    cap = res["capacity-tiny"]["rows"]
+    singles = [r for r in cap if r["way"].startswith("single-process")]
+    pipes = [r for r in cap if not r["way"].startswith("single-process") and "park" in r["way"]
+             and not r["way"][0].isdigit()]
+    best_single = max(singles, key=lambda r: r["parameters"])
+    best_pipe = max(pipes, key=lambda r: r["parameters"])
+    reps = {r["replicas"]: r for r in res["replicas-tiny"]["rows"]}
+    doc = "docs/BENCHMARKS.md"
+    one_card = f"{doc}#one-card-every-way"
+    gib = lambda w: f"{plan[w] / GIB:.2f} GiB of tensors"
+    rows = [
+        ["it fits as it is", "one process: `--single-process`",
+         f"[brats16g: {gib('single-process')}]({one_card})"],
+        ["activations are most of it",
+         "one process checkpointing or offloading: `train.checkpointing: blocks`, `train.offload: on`",
+         f"[brats16g: {gib('single-process offload')}]({one_card})"],
+        ["even one process offloading does not fit",
+         "stages taking turns, offloading: `pipeline.activations: recompute`, "
+         "`pipeline.recompute_unit: block`, `pipeline.offload: on`",
+         f"[brats16g: {gib('pipeline offload')}]({one_card})"],
+        ["weights, gradients and optimizer state fill the card",
+         "stages taking turns on one card: `pipeline.activations: recompute`",
+         f"[tiny, widths scaled in one budget: {best_pipe['parameters'] / best_single['parameters']:.2f}x "
+         f"the parameters of the best one-process way]({doc}#tiny-widths-scaled)"],
+        ["more than one card",
+         "stages on several GPUs or machines (`pipeline.devices`, `--nnodes`), copies of the pipeline "
+         "(`pipeline.replicas`)",
+         f"[tiny, 2 replicas on 2 CPU cores: {reps[2]['samples_per_s'] / reps[1]['samples_per_s']:.2f}x "
+         f"the samples/s of one]({doc}#replicas-copies-of-the-pipeline)"],
     ]
-    names = sorted(os.path.splitext(f)[0] for f in os.listdir(folder) if f.endswith(".json"))
-    lines += machine_section([(n, load(folder, n)) for n in names])
-    if t:
-        lines += transport_section(t)
-    lines += step_sections(tiny, small)
-    stages = [(load(folder, "stages-tiny"), "tiny"), (load(folder, "stages-small"), "small")]
-    if any(st for st, _ in stages):
-        lines += ["## More stages: step time, bubble and kept activations", ""]
-        for st, title in stages:
-            lines += stages_section(st, title)
-    lines += replicas_section(load(folder, "replicas-tiny"))
-    if mem:
-        lines += memory_section(mem, mb1, rec)
-    lines += user_case_section([
-        (load(folder, "plan-brats16g"), "fp32, 1 micro-batch of 2"),
-        (load(folder, "plan-brats16g-mb1"), "fp32, 2 micro-batches of 1"),
-        (load(folder, "plan-brats16g-bf16-mb1"), "bf16, 2 micro-batches of 1"),
+    out = table(["your U-Net on your card", "the way", "measured here on the CPU"], "lll", rows)
+    return out + text(res, "readme-ways")
+
+
+def replace_between(path, begin, end, body):
+    with open(path) as f:
+        old = f.read()
+    a, b = old.find(begin), old.find(end)
+    if a == -1 or b < a:
+        raise ReportError(f"{path}: no {begin} ... {end} markers; put both where the table goes")
+    new = old[:a + len(begin)] + "\n" + body + old[b:]
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def render(res, old_text=""):
+    """The whole of docs/BENCHMARKS.md; the GPU section carried over from old_text."""
+    lines = text(res, "opening")
+    lines += machine_section(res)
+    if "transport" in res:
+        lines += transport_section(res)
+    lines += step_sections(res)
+    lines += nnunet_e2e_section(res)
+    lines += replicas_section(res)
+    if "memory-small" in res:
+        lines += memory_section(res, res["memory-small"], res.get("memory-small-mb1"),
+                                res.get("memory-small-recompute"))
+    lines += user_case_section(res, [
+        (res.get("plan-brats16g"), "fp32, 1 micro-batch of 2"),
+        (res.get("plan-brats16g-mb1"), "fp32, 2 micro-batches of 1"),
+        (res.get("plan-brats16g-bf16-mb1"), "bf16, 2 micro-batches of 1"),
     ])
-    # The same runs with oneDNN held to AVX2 where the CPU has AVX-512: its
-    # AVX-512 convolutions hold a copy of a block's input (run-all.sh).
-    plan, bf16 = load(folder, "plan-brats16g-mb1"), load(folder, "plan-brats16g-bf16-mb1")
-    uc = load(folder, "user-case")
+    lines += bf16_notes(res)
+    plan, bf16, uc = res["plan-brats16g-mb1"], res["plan-brats16g-bf16-mb1"], res["user-case"]
     lines += user_case_measured(uc, {"fp32": plan, "bf16": bf16})
     lines += user_case_verdict(uc, plan)
-    uc, plan = load(folder, "user-case-avx2"), load(folder, "plan-brats16g-mb1-avx2")
+    uc, plan = res.get("user-case-avx2"), res.get("plan-brats16g-mb1-avx2")
     lines += user_case_measured(uc, {"fp32": plan})
     lines += user_case_verdict(uc, plan, "oneDNN held to AVX2")
-    lines += capacity_sections([
-        (load(folder, "capacity-tiny"), "tiny, widths scaled"),
-        (load(folder, "capacity-tiny-patch"), "tiny, patch scaled"),
-        (load(folder, "capacity-tiny3d"), "tiny3d, widths scaled"),
-        (load(folder, "capacity-tiny3d-patch"), "tiny3d, patch scaled"),
-    ])
-    # The GPU check's section (scripts/gpu-report.py) is not this script's:
-    # carried over as it stands.
+    lines += text(res, "brats16g-real", kernel_gap_bytes=kernel_gap(res))
+    lines += one_card_section(res)
+    lines += one_card_targets(res)
+    lines += budget_section(res)
+    lines += resenc_l_section(res)
+    lines += stages_sections(res)
+    lines += capacity_all(res)
+    lines += quick_start_section(res)
     gpu = ""
-    if os.path.exists(out_path):
-        old = open(out_path).read()
-        begin, end = old.find(GPU_BEGIN), old.find(GPU_END)
-        if begin != -1 and end > begin:
-            gpu = "\n" + old[begin:end + len(GPU_END)] + "\n"
+    begin, end = old_text.find(GPU_BEGIN), old_text.find(GPU_END)
+    if begin != -1 and end > begin:
+        gpu = "\n" + old_text[begin:end + len(GPU_END)] + "\n"
+    return "\n".join(lines).rstrip() + "\n" + gpu
+
+
+def main():
+    args = sys.argv[1:]
+    readme = None
+    if "--readme" in args:
+        i = args.index("--readme")
+        if i + 1 >= len(args):
+            sys.exit("usage: report.py RESULTS_DIR OUT_MD [--readme README_MD]")
+        readme = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        sys.exit("usage: report.py RESULTS_DIR OUT_MD [--readme README_MD]")
+    folder, out_path = args
+    try:
+        res = load_all(folder)
+        old = open(out_path).read() if os.path.exists(out_path) else ""
+        doc = render(res, old)
+        ways = "\n".join(ways_table(res)).rstrip() + "\n" if readme else ""
+        if readme:
+            replace_between(readme, WAYS_BEGIN, WAYS_END, ways)
+    except ReportError as e:
+        sys.exit(f"report.py: {e}")
     with open(out_path, "w") as f:
-        f.write("\n".join(lines).rstrip() + "\n" + gpu)
+        f.write(doc)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,43 @@
 #!/usr/bin/env bash
-# Builds unet-pipeline, runs the five benches on the standard configs, keeps
-# their JSON in bench/results/ and regenerates docs/BENCHMARKS.md from it.
-# The user cases at the full patch take most of its time (over an hour on 2
-# cores); the rest, a few minutes. Environment:
+# Builds unet-pipeline, runs the benches on the standard configs, keeps their
+# JSON in bench/results/ (each stamped by bench/stamp.py with the commit, date
+# and command) and regenerates docs/BENCHMARKS.md and README's ways table.
+# The user cases at the full patch take most of its time (hours on 2 cores);
+# the rest, under half an hour. Environment:
 #   UP_BUILD_DIR      build folder (default build)
 #   BENCH_MAX_BYTES   largest transport message (default 268435456)
-#   BENCH_ROUNDS      runs per step-bench row (default 3)
+#   BENCH_ROUNDS      runs per step-bench row (default 5 for tiny, 3 for small)
 #   BENCH_SKIP_BUILD  set to 1 to use the binary already built
+#
+# Not run here; each BENCHMARKS.md section says so, and its result file holds
+# the exact commands (bench/results/NAME.json, "provenance"):
+#   eager-nnunet, eager-torchscript  need dynamic_network_architectures, MONAI
+#                                    and exported bundles in .venv (minutes each)
+#   nnunet-e2e                       scripts/nnunet-e2e.sh /tmp/nnunet-e2e 1, and
+#                                    scripts/nnunet-e2e.sh /tmp/e2e2d 1 2d
+#                                    (about 10 and 4 minutes, nnunetv2 in .venv)
+#   stages-small-cuts                bench stages --layouts 1+1,1+2 with and
+#                                    without pipeline.balance=time (about 5 min)
+#   budget-tiny-small                small at 216 MiB (about half an hour)
+#   quick-start                      a cold build from a fresh copy (an hour)
+#   *-a0b2ee5, *-280062b, *-history, notes-*: measured at older commits or by
+#                                    hand; kept as the docs reported them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${UP_BUILD_DIR:-build}"
 ROUNDS="${BENCH_ROUNDS:-3}"
+TINY_ROUNDS="${BENCH_ROUNDS:-5}"
 MAX_BYTES="${BENCH_MAX_BYTES:-268435456}"
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then scripts/build.sh; fi
 BIN="$BUILD_DIR/bin/unet-pipeline"
 OUT=bench/results
 mkdir -p "$OUT"
+
+# keep NAME COMMAND: stamp $OUT/NAME.json.tmp with its command and move it in place.
+keep() {
+  python3 bench/stamp.py "$OUT/$1.json.tmp" --command "$2"
+  mv "$OUT/$1.json.tmp" "$OUT/$1.json"
+}
 
 # run NAME ARGS...: one bench, its JSON into $OUT/NAME.json (replaced only on success).
 run() {
@@ -23,12 +45,12 @@ run() {
   shift
   echo "== bench $* ($name)" >&2
   "$BIN" bench "$@" --json >"$OUT/$name.json.tmp"
-  mv "$OUT/$name.json.tmp" "$OUT/$name.json"
+  keep "$name" "unet-pipeline bench $* --json"
 }
 
 run transport transport --max-bytes "$MAX_BYTES"
 # The offload rows at 14 MiB, where each way runs the fewest micro-batches that fit (BENCHMARKS.md).
-run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$ROUNDS" --warmup 2 --budget 14MiB
+run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$TINY_ROUNDS" --warmup 2 --budget 14MiB
 # small as the speed targets are set: 2 threads, batch 8 in one micro-batch.
 run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2 \
   --set train.threads=2 --set train.micro_batches=1
@@ -48,7 +70,7 @@ plan() {
   shift
   echo "== plan $* ($name)" >&2
   "$BIN" plan --config configs/brats16g.yaml --gpu-mem 16GiB --json "$@" >"$OUT/$name.json.tmp"
-  mv "$OUT/$name.json.tmp" "$OUT/$name.json"
+  keep "$name" "${ONEDNN_MAX_CPU_ISA:+ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA }unet-pipeline plan --config configs/brats16g.yaml --gpu-mem 16GiB --json $*"
 }
 plan plan-brats16g
 plan plan-brats16g-mb1 --set train.micro_batches=2
@@ -56,27 +78,27 @@ plan plan-brats16g-bf16-mb1 --set train.micro_batches=2 --set train.precision=bf
 # And trained for real at the full patch (fp32; several minutes a run on 2 cores).
 echo "== user case (bench/user_case.py)" >&2
 python3 bench/user_case.py "$BIN" "$OUT/user-case.json.tmp" fp32
-mv "$OUT/user-case.json.tmp" "$OUT/user-case.json"
+keep user-case "python3 bench/user_case.py $BIN OUT.json fp32"
 # On an AVX-512 CPU, oneDNN's convolutions copy a block's input into their own
 # layout for the weights' gradient, a full-resolution tensor more at the block
 # ways' peaks: the same plan and runs with oneDNN held to AVX2 show the bytes
 # without it (BENCHMARKS.md, the user's case).
-rm -f "$OUT/plan-brats16g-mb1-avx2.json" "$OUT/user-case-avx2.json"
+# Without AVX-512 the committed AVX2 files stay (they name their machine).
 if grep -qw avx512f /proc/cpuinfo; then
   ONEDNN_MAX_CPU_ISA=AVX2 plan plan-brats16g-mb1-avx2 --set train.micro_batches=2
   echo "== user case, oneDNN held to AVX2" >&2
   ONEDNN_MAX_CPU_ISA=AVX2 python3 bench/user_case.py "$BIN" "$OUT/user-case-avx2.json.tmp" fp32
-  mv "$OUT/user-case-avx2.json.tmp" "$OUT/user-case-avx2.json"
+  ONEDNN_MAX_CPU_ISA=AVX2 keep user-case-avx2 "ONEDNN_MAX_CPU_ISA=AVX2 python3 bench/user_case.py $BIN OUT.json fp32"
 fi
 # nnU-Net's ResEnc L plan: its measured plan (about 24 minutes on 2 cores) and
 # the pipeline's offload way trained for real at the full patch (about 13).
 echo "== plan ResEnc L (plan-resenc-l)" >&2
 "$BIN" plan --config configs/nnunet-resenc-l.yaml --gpu-mem 16GiB --json >"$OUT/plan-resenc-l.json.tmp"
-mv "$OUT/plan-resenc-l.json.tmp" "$OUT/plan-resenc-l.json"
+keep plan-resenc-l "unet-pipeline plan --config configs/nnunet-resenc-l.yaml --gpu-mem 16GiB --json"
 echo "== user case ResEnc L (bench/user_case.py --case resenc-l)" >&2
 UP_USER_CASE_WAYS="pipeline offload" python3 bench/user_case.py --case resenc-l "$BIN" \
   "$OUT/user-case-resenc-l.json.tmp" fp32
-mv "$OUT/user-case-resenc-l.json.tmp" "$OUT/user-case-resenc-l.json"
+keep user-case-resenc-l "UP_USER_CASE_WAYS=\"pipeline offload\" python3 bench/user_case.py --case resenc-l $BIN OUT.json fp32"
 # The largest model (and patch) each way of training fits in one budget.
 run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
 run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch
@@ -85,5 +107,5 @@ run capacity-tiny3d capacity --config configs/tiny3d.yaml --budget 48MiB
 # activations outgrow the CPU convolution's column buffer (BENCHMARKS.md says why).
 run capacity-tiny3d-patch capacity --config configs/tiny3d.yaml --budget 512MiB --scale patch \
   --set train.batch_size=2 --set train.micro_batches=2
-python3 bench/report.py "$OUT" docs/BENCHMARKS.md
-echo "wrote docs/BENCHMARKS.md" >&2
+python3 bench/report.py "$OUT" docs/BENCHMARKS.md --readme README.md
+echo "wrote docs/BENCHMARKS.md and README.md's ways table" >&2
