@@ -15,6 +15,8 @@ import json
 import os
 import subprocess
 
+from user_case import machine  # the CPU fields, as the user case records them
+
 
 def this_commit():
     here = os.path.dirname(os.path.abspath(__file__))
@@ -23,25 +25,6 @@ def this_commit():
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (no git)"
-
-
-def this_machine():
-    """The CPU fields bench/bench_machine.h records, as far as /proc tells."""
-    model, avx512 = "unknown", False
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and model == "unknown":
-                model = value.strip()
-            if key.strip() == "flags":
-                avx512 = "avx512f" in value.split()
-                break
-    out = {"cpu_model": model, "avx512": avx512, "cores": os.cpu_count(),
-           "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-           "kernel": f"{os.uname().sysname} {os.uname().release}"}
-    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
-        out["onednn_max_cpu_isa"] = os.environ["ONEDNN_MAX_CPU_ISA"]
-    return out
 
 
 def main():
@@ -62,7 +45,7 @@ def main():
     if args.runs:
         prov["runs"] = args.runs
     if "machine" not in doc:
-        prov["machine"] = json.loads(args.machine_json) if args.machine_json else this_machine()
+        prov["machine"] = json.loads(args.machine_json) if args.machine_json else machine()
     doc["provenance"] = prov
     with open(args.file, "w") as f:
         f.write(json.dumps(doc) + "\n")
