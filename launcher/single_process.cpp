@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 #include "common/base/errors.h"
 #include "common/base/json_writer.h"
@@ -171,7 +172,12 @@ TrainSummary Train(const Config& config, RunDir& run, const std::optional<Checkp
       torch::Tensor loss;                  // ()
       {
         AutocastScope autocast(t, device);
-        outputs = model->forward(batch.images.to(device));
+        // The batch lets its images go: the first unit keeps them as long as
+        // backward needs them (parked in host memory with train.offload). On
+        // a CPU device `.to(device)` is the batch's own tensor, which would
+        // otherwise stay on the device through the backward beside the copy
+        // the offload fetches back for that unit.
+        outputs = model->forward(std::exchange(batch.images, torch::Tensor()).to(device));
         loss = SegmentationLoss(outputs, masks, loss_spec) / BatchMicroBatches(config);
       }
       ScaledBackward(loss, dec_opt.loss_scale());  // fp16: both halves hold the same scale

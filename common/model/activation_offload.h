@@ -14,6 +14,10 @@
 //                 compute stream waits on the copy's event, not the host);
 //                 on a GPU it then starts the copy of unit k - 1, the one
 //                 autograd runs next, so that copy overlaps unit k's compute.
+//                 Unit k takes unit k - 1's output, so the same way without
+//                 offload keeps unit k - 1's inputs (and every earlier
+//                 unit's) on the device now: the prefetch never lifts the
+//                 peak above that way's.
 //   Clear()       after the backward: every buffer back to the pool.
 //
 // On a CPU device host and device are the same memory: the host buffers are
