@@ -16,6 +16,7 @@
 
 #include "common/base/byte_size.h"
 #include "common/device/device_memory.h"
+#include "common/device/host_memory_guard.h"
 
 namespace up {
 namespace {
@@ -117,6 +118,8 @@ void InstallTensorAccounting() {
   if (defaults == nullptr || std::string(defaults) != "1") {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+    // ...and gives them back when the machine runs short (host_memory_guard.h).
+    StartHostMemoryGuard();
   }
   // Priority above LibTorch's own registration, so nothing replaces it later.
   c10::SetCPUAllocator(&g_allocator, /*priority=*/100);
