@@ -1,9 +1,11 @@
-// `unet-pipeline plan --config C [--set k=v]... [--gpu-mem 16GiB] [--json]
-// [--no-measure]`: predicts peak device memory of single-process training
-// (plain and checkpointed) and of the pipeline under each activation policy,
-// and says whether each fits: an estimate from shapes (memory_plan.h) and,
-// unless --no-measure, the tensor bytes measured at two small patches and
-// extrapolated (memory_probe.h), which then decide `fits`.
+// `unet-pipeline plan --config C [--set k=v]... [--gpu-mem 16GiB]
+// [--headroom 10%] [--json] [--no-measure]`: predicts peak device memory of
+// single-process training (plain and checkpointed) and of the pipeline under
+// each activation policy, and says whether each fits: an estimate from shapes
+// (memory_plan.h) and, unless --no-measure, the tensor bytes measured at two
+// small patches and extrapolated (memory_probe.h). The tensor bytes that
+// decide (measured, else the estimate's) with card_budget.h's allowances
+// must fit the card less the headroom.
 #include <algorithm>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -39,7 +41,7 @@ std::string TrimLine(std::string text) {
 struct PlanReport {
   std::string config_path;
   Config config;
-  int64_t budget = 0;
+  CardBudget card;
   bool measure = true;
   int64_t probe_voxels = kProbeVoxels;
   std::optional<LevelTimes> times;
@@ -96,7 +98,7 @@ void MeasureRows(const std::vector<std::string>& probe_sets, bool quiet, PlanRep
   for (size_t i = 0; i < r->rows.size(); ++i) {
     r->rows[i].tensor_bytes = measured[i].device;
     r->rows[i].stage_tensor_bytes = measured[i].stages;
-    r->rows[i].fits = r->rows[i].tensor_bytes + r->rows[i].context_bytes <= r->budget;
+    DecideFit(r->card.usable_bytes(), &r->rows[i]);
   }
 }
 
@@ -119,13 +121,13 @@ std::string PickCommand(const PlanReport& r, const std::vector<std::string>& use
 PlanReport MakePlan(const cxxopts::ParseResult& args) {
   PlanReport r;
   const bool quiet = args.count("json") > 0;
+  r.card = ParseCardBudget(args["gpu-mem"].as<std::string>(), args["headroom"].as<std::string>());
   r.config_path = args["config"].as<std::string>();
   const std::vector<std::string> user_sets = UserSets(args);
   r.config = LoadConfig(r.config_path, user_sets);
   std::vector<std::string> probe_sets = user_sets;
   r.times = BalanceForPlan(quiet, &r.config, &probe_sets);
-  r.budget = ParseBytes(args["gpu-mem"].as<std::string>());
-  r.rows = PlanMemory(r.config, r.budget);
+  r.rows = PlanMemory(r.config, r.card.usable_bytes());
   r.enc = EncoderCounts(r.config);
   r.dec = DecoderCounts(r.config);
   r.measure = !args.count("no-measure");
@@ -134,10 +136,10 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   if (r.measure) MeasureRows(probe_sets, quiet, &r);
   r.parts = PlanParts(r.config);
   r.part_ms = r.times ? PartTimes(*r.times, ResolveLayout(r.config)) : std::vector<double>{};
-  r.fewest_shared = FewestPartsThatFit(r.config, r.budget, true);
-  r.fewest_own = FewestPartsThatFit(r.config, r.budget, false);
+  r.fewest_shared = FewestPartsThatFit(r.config, r.card.usable_bytes(), true);
+  r.fewest_own = FewestPartsThatFit(r.config, r.card.usable_bytes(), false);
   r.floor = FloorBytes(r.config);
-  r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.budget);
+  r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.card);
   r.pick_command = PickCommand(r, user_sets);
   return r;
 }
@@ -148,6 +150,7 @@ std::string FewestJson(const std::optional<PartsPlan>& p, bool shared) {
       .Field("encoder_parts", p->encoder_parts)
       .Field("decoder_parts", p->decoder_parts)
       .Field("peak_bytes", shared ? p->shared_device_bytes : p->own_device_bytes)
+      .Field("needed_bytes", shared ? p->shared_need.total() : p->own_need.total())
       .str();
 }
 
@@ -181,9 +184,13 @@ std::string RowsJson(const PlanReport& r) {
         .Field("activation_bytes", row.activation_bytes)
         .Field("boundary_bytes", row.boundary_bytes)
         .Field("workspace_bytes", row.workspace_bytes)
-        .Field("context_bytes", row.context_bytes)
-        .Field("peak_bytes", row.peak_bytes);
-    if (row.tensor_bytes >= 0) w.Field("tensor_bytes", row.tensor_bytes);
+        .Field("context_bytes", row.need.context_bytes)
+        .Field("peak_bytes", row.peak_bytes)
+        .Field("decided_by", row.measured() ? "measured" : "estimate")
+        .Field("tensor_bytes", row.need.tensor_bytes)
+        .Field("reserve_bytes", row.need.reserve_bytes)
+        .Field("workspace_allowance_bytes", row.need.workspace_bytes)
+        .Field("needed_bytes", row.need.total());
     if (!row.stage_tensor_bytes.empty()) {
       JsonWriter st;
       for (const auto& [key, bytes] : row.stage_tensor_bytes) st.Field(key, bytes);
@@ -197,19 +204,47 @@ std::string RowsJson(const PlanReport& r) {
   return list + "]";
 }
 
+// The allowances each row's needed_bytes counts (card_budget.h).
+std::string AllowancesJson() {
+  return JsonWriter()
+      .Field("reserve_fraction", kAllocatorReserveFraction)
+      .Field("workspace_bytes_per_process", kWorkspaceAllowanceBytes)
+      .Field("context_bytes_per_process", kContextAllowanceBytes)
+      .str();
+}
+
+// What a row's figures are, so a reader of the JSON knows which decides.
+std::string LegendJson() {
+  return JsonWriter()
+      .Field("peak_bytes",
+             "the estimate from shapes: state + activation + boundary + workspace + context bytes; "
+             "shown, never the verdict")
+      .Field("tensor_bytes",
+             "the tensor bytes that decide: measured (decided_by measured) or the estimate less "
+             "its contexts (decided_by estimate)")
+      .Field("needed_bytes",
+             "tensor_bytes + reserve_bytes + workspace_allowance_bytes + context_bytes; fits: "
+             "needed_bytes <= usable_bytes (budget_bytes less headroom_bytes)")
+      .str();
+}
+
 void PrintPlanJson(const PlanReport& r) {
   std::string sets = "[";
   for (size_t i = 0; i < r.pick.sets.size(); ++i)
     sets += (i ? "," : "") + JsonWriter::Quote(r.pick.sets[i]);
   JsonWriter out;
-  out.Field("budget_bytes", r.budget)
+  out.Field("budget_bytes", r.card.card_bytes)
+      .Field("headroom", r.card.headroom_text)
+      .Field("headroom_bytes", r.card.headroom_bytes)
+      .Field("usable_bytes", r.card.usable_bytes())
+      .Raw("allowances", AllowancesJson())
       .Field("floor_bytes", r.floor)
       .Raw("recommended", JsonWriter()
                               .Field("way", r.pick.way)
                               .Field("fits", r.pick.fits)
                               .Field("single_process", r.pick.single_process)
                               .Raw("sets", sets + "]")
-                              .Field("peak_bytes", r.pick.bytes)
+                              .Field("needed_bytes", r.pick.bytes)
                               .Field("reason", r.pick.reason)
                               .Field("command", r.pick_command)
                               .str())
@@ -223,8 +258,21 @@ void PrintPlanJson(const PlanReport& r) {
       .Raw("fewest_parts", JsonWriter()
                                .Raw("one_device", FewestJson(r.fewest_shared, true))
                                .Raw("device_per_stage", FewestJson(r.fewest_own, false))
-                               .str());
+                               .str())
+      .Raw("legend", LegendJson());  // last: its keys name the rows' fields
   std::cout << out.str() << std::endl;
+}
+
+// Under the ways' table: what `needed` counts and which figure decided.
+void PrintVerdictNote(const PlanReport& r) {
+  std::printf(
+      "\nneeded = tensor bytes (%s) + %.0f%% of them for the caching allocator's reserve\n"
+      "  + %s workspace (cuDNN, cuBLAS) and %s CUDA context per process: defaults until a GPU\n"
+      "  measures them (docs/MEMORY.md); fits: needed <= %s usable\n",
+      r.measure ? "measured: the `measured` column decides; `estimate` is shown beside it"
+                : "the estimate less its contexts decides (--no-measure)",
+      kAllocatorReserveFraction * 100, FormatBytes(kWorkspaceAllowanceBytes).c_str(),
+      FormatBytes(kContextAllowanceBytes).c_str(), FormatBytes(r.card.usable_bytes()).c_str());
 }
 
 // The ways of training: one row each, then the floor and what was measured.
@@ -236,21 +284,24 @@ void PrintWays(const PlanReport& r) {
       r.config_path.c_str(), config.model.dims, (r.enc.parameters + r.dec.parameters) / 1e6,
       r.enc.parameters / 1e6, r.dec.parameters / 1e6, config.train.batch_size,
       config.train.micro_batches, NameOf(config.train.precision).c_str());
-  std::printf("device budget %s; context allowance %s per process\n\n",
-              FormatBytes(r.budget).c_str(), FormatBytes(kContextAllowanceBytes).c_str());
-  std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %8s  %-5s %s\n", "", "state", "activations",
-              "boundary", "workspace", "context", "estimate", "measured", "x floor", "fits",
-              "peak during");
+  std::printf("card %s less %s headroom (--headroom): %s usable\n\n",
+              FormatBytes(r.card.card_bytes).c_str(), r.card.headroom_text.c_str(),
+              FormatBytes(r.card.usable_bytes()).c_str());
+  std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %8s  %-5s %s\n", "", "state",
+              "activations", "boundary", "workspace", "context", "estimate", "measured", "needed",
+              "x floor", "fits", "peak during");
   for (const PlanRow& row : r.rows) {
     const std::string context =
         std::to_string(row.processes) + " x " + FormatBytes(row.context_bytes / row.processes);
-    std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %7.1fx  %-5s %s\n", row.name.c_str(),
+    std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %7.1fx  %-5s %s\n", row.name.c_str(),
                 FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
                 FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
                 context.c_str(), FormatBytes(row.peak_bytes).c_str(),
-                row.tensor_bytes >= 0 ? FormatBytes(row.tensor_bytes).c_str() : "-",
-                r.FloorRatio(row), row.fits ? "yes" : "NO", row.peak_phase.c_str());
+                row.measured() ? FormatBytes(row.tensor_bytes).c_str() : "-",
+                FormatBytes(row.need.total()).c_str(), r.FloorRatio(row), row.fits ? "yes" : "NO",
+                row.peak_phase.c_str());
   }
+  PrintVerdictNote(r);
   std::printf(
       "\nfloor: %s, the largest %s's forward and backward for one sample (x floor: each way's "
       "tensor bytes over it)\n",
@@ -259,8 +310,7 @@ void PrintWays(const PlanReport& r) {
   if (!r.measure) return;
   std::printf(
       "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
-      "runs at\npatches %s and %s extrapolated to this patch (no context); fits: measured + "
-      "context <= budget\n",
+      "runs at\npatches %s and %s extrapolated to this patch (no context, no allocator reserve)\n",
       PatchText(ProbePatches(config, r.probe_voxels)[0]).c_str(),
       PatchText(ProbePatches(config, r.probe_voxels)[1]).c_str());
   if (ProbesOnOneThread(config))
@@ -303,22 +353,24 @@ void PrintStages(const PlanReport& r) {
         "%s (encoder) and %s (decoder)\n",
         r.times->encoder_device.c_str(), r.times->decoder_device.c_str());
   }
+  const int64_t usable = r.card.usable_bytes();
   std::printf(
-      "  one device, in turns: %s with %zu contexts (%s); a device per stage: %s each (%s)\n",
-      FormatBytes(parts.shared_device_bytes).c_str(), parts.stages.size(),
-      parts.shared_device_bytes <= r.budget ? "fits" : "does NOT fit",
-      FormatBytes(parts.own_device_bytes).c_str(),
-      parts.own_device_bytes <= r.budget ? "fits" : "does NOT fit");
+      "  one device, in turns: needs %s with %zu contexts (%s); a device per stage: %s each "
+      "(%s)\n",
+      FormatBytes(parts.shared_need.total()).c_str(), parts.stages.size(),
+      parts.shared_need.total() <= usable ? "fits" : "does NOT fit",
+      FormatBytes(parts.own_need.total()).c_str(),
+      parts.own_need.total() <= usable ? "fits" : "does NOT fit");
   auto fewest_text = [](const std::optional<PartsPlan>& p, bool shared) {
     if (!p) return std::string("none, even one level per part");
     return "pipeline.encoder_parts=" + std::to_string(p->encoder_parts) +
-           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (" +
-           FormatBytes(shared ? p->shared_device_bytes : p->own_device_bytes) + ")";
+           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (needs " +
+           FormatBytes(shared ? p->shared_need.total() : p->own_need.total()) + ")";
   };
   std::printf(
-      "fewest parts that fit %s with activations %s: one device in turns: %s; a device "
+      "fewest parts that fit %s usable with activations %s: one device in turns: %s; a device "
       "per stage: %s\n",
-      FormatBytes(r.budget).c_str(), NameOf(config.pipeline.activations).c_str(),
+      FormatBytes(usable).c_str(), NameOf(config.pipeline.activations).c_str(),
       fewest_text(r.fewest_shared, true).c_str(), fewest_text(r.fewest_own, false).c_str());
   std::printf(
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
@@ -336,6 +388,9 @@ int PlanCommand(int argc, char** argv) {
   options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
       "set", "override a key (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "gpu-mem", "device memory to fit in", cxxopts::value<std::string>()->default_value("16GiB"))(
+      "headroom",
+      "of --gpu-mem, kept free beyond what each way needs: a percentage (10%) or a size (1.5GiB)",
+      cxxopts::value<std::string>()->default_value(kDefaultHeadroom))(
       "no-measure", "the estimate from shapes only (no probe runs)")(
       "probe-voxels", "the largest patch (in voxels) a probe run trains (default 262144)",
       cxxopts::value<int64_t>()->default_value(std::to_string(kProbeVoxels)))("json", "print JSON")(
