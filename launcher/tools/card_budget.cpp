@@ -85,8 +85,9 @@ std::string NeedText(const CardNeed& need) {
   const int64_t processes = need.context_bytes / kContextAllowanceBytes;
   return FormatBytes(need.total()) + " (" + FormatBytes(need.tensor_bytes) + " tensors + " +
          FormatBytes(need.reserve_bytes) + " allocator reserve + " +
-         FormatBytes(need.workspace_bytes) + " workspace + " + std::to_string(processes) +
-         (processes == 1 ? " context" : " contexts") + ")";
+         FormatBytes(need.workspace_bytes) + " workspace + " + FormatBytes(need.context_bytes) +
+         (processes == 1 ? " context)"
+                         : " contexts of " + std::to_string(processes) + " processes)");
 }
 
 }  // namespace up

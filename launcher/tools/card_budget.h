@@ -87,7 +87,8 @@ int64_t AllocatorReserveBytes(int64_t tensor_bytes);
 CardNeed NeedOnCard(int64_t tensor_bytes, int processes);
 
 // "13.2 GiB (10.4 GiB tensors + 1.6 GiB allocator reserve + 256 MiB
-// workspace + 1.0 GiB context)".
+// workspace + 1.0 GiB context)"; with two processes "... + 2.0 GiB contexts
+// of 2 processes)".
 std::string NeedText(const CardNeed& need);
 
 }  // namespace up

@@ -266,13 +266,14 @@ void PrintPlanJson(const PlanReport& r) {
 // Under the ways' table: what `needed` counts and which figure decided.
 void PrintVerdictNote(const PlanReport& r) {
   std::printf(
-      "\nneeded = tensor bytes (%s) + %.0f%% of them for the caching allocator's reserve\n"
-      "  + %s workspace (cuDNN, cuBLAS) and %s CUDA context per process: defaults until a GPU\n"
-      "  measures them (docs/MEMORY.md); fits: needed <= %s usable\n",
-      r.measure ? "measured: the `measured` column decides; `estimate` is shown beside it"
-                : "the estimate less its contexts decides (--no-measure)",
+      "\nneeded = tensor bytes + %.0f%% of them for the caching allocator's reserve + %s "
+      "workspace\n"
+      "  (cuDNN, cuBLAS) and %s CUDA context per process (defaults until a GPU measures them:\n"
+      "  docs/MEMORY.md); fits: needed <= %s usable.\n  Decided by %s.\n",
       kAllocatorReserveFraction * 100, FormatBytes(kWorkspaceAllowanceBytes).c_str(),
-      FormatBytes(kContextAllowanceBytes).c_str(), FormatBytes(r.card.usable_bytes()).c_str());
+      FormatBytes(kContextAllowanceBytes).c_str(), FormatBytes(r.card.usable_bytes()).c_str(),
+      r.measure ? "the measured tensor bytes (the estimate is shown beside them)"
+                : "the estimate: its tensor bytes, less its contexts (--no-measure)");
 }
 
 // The ways of training: one row each, then the floor and what was measured.

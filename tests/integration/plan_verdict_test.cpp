@@ -95,8 +95,8 @@ TEST(PlanVerdict, RowsAddUpAndTheRecommendedWayLeavesTheHeadroom) {
 TEST(PlanVerdict, TheTableSaysWhatNeededCountsAndWhatDecided) {
   const CommandResult r = PlanBrats16g({"--gpu-mem", "16GiB", "--headroom", "2GiB"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* says : {"needed", "14.0 GiB usable", "allocator's reserve", "workspace",
-                           "the estimate less its contexts decides"})
+  for (const char* says :
+       {"needed", "14.0 GiB usable", "allocator's reserve", "workspace", "Decided by the estimate"})
     EXPECT_NE(r.output.find(says), std::string::npos) << says << " in " << r.output;
 }
 

@@ -76,7 +76,8 @@ TEST(PlanHeadroom, ANeedIsItsParts) {
   EXPECT_EQ(two.context_bytes, 2 * kContextAllowanceBytes);
   EXPECT_GE(two.reserve_bytes, static_cast<int64_t>(10 * kGiB * kAllocatorReserveFraction));
   EXPECT_EQ(AllocatorReserveBytes(0), 0);
-  EXPECT_NE(NeedText(two).find("2 contexts"), std::string::npos) << NeedText(two);
+  EXPECT_NE(NeedText(two).find("2.0 GiB contexts of 2 processes"), std::string::npos)
+      << NeedText(two);
 }
 
 // A card just above a way's tensor bytes and contexts (what fits used to
