@@ -210,6 +210,11 @@ Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
       not_fitting += (not_fitting.empty() ? "" : ", ") + r->name + " needs " + Gib(r->need.total());
       continue;
     }
+    if (!r->fits_host) {
+      not_fitting += (not_fitting.empty() ? "" : ", ") + r->name + " needs " + Gib(r->host_bytes) +
+                     " of host memory";
+      continue;
+    }
     Recommendation out;
     out.way = r->name;
     out.single_process = r->single_process;
@@ -217,6 +222,7 @@ Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
     out.bytes = r->need.total();
     out.fits = true;
     out.reason = "the least extra work that fits " + usable + ": it needs " + NeedText(r->need);
+    if (r->host_bytes > 0) out.reason += ", and " + Gib(r->host_bytes) + " of host memory";
     if (!not_fitting.empty()) out.reason += "; less work does not fit: " + not_fitting;
     return out;
   }

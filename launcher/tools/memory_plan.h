@@ -28,6 +28,7 @@
 #include "common/config/config.h"
 #include "common/layout/level_counts.h"
 #include "launcher/tools/card_budget.h"
+#include "launcher/tools/host_budget.h"
 
 namespace up {
 
@@ -61,6 +62,14 @@ struct PlanRow {
   // (need.tensor_bytes is tensor_estimate()), and whether that fits.
   CardNeed need{};
   bool fits = false;
+  // The host's side (host_budget.h), set by `plan`: what every process of
+  // the way holds in host memory together at its peak (measured: the probes'
+  // summed peak resident sizes, extrapolated; else host_need's estimate),
+  // and whether that fits --host-mem. Unset, a row fits the host.
+  HostNeed host_need{};
+  int64_t host_bytes = 0;
+  bool host_measured = false;
+  bool fits_host = true;
 
   bool measured() const { return tensor_bytes >= 0; }
   // The device's tensor bytes by what is known: measured, else the estimate
@@ -128,12 +137,12 @@ std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t usable
 std::vector<std::string> WaySets(const Config& config, bool single_process,
                                  const std::vector<std::string>& sets);
 
-// The way `plan` recommends: among the rows that fit (their `fits`, as
-// DecideFit set it), the least extra work: no recompute over recompute, no
-// offload over offload, then the fewest processes, then levels over blocks;
-// when no row fits, the fewest parts on the one device (`fewest_shared`,
-// FewestPartsThatFit against the same card). `reason` says why, naming the
-// ways with less work that do not fit and what each needs.
+// The way `plan` recommends: among the rows that fit the card (their `fits`,
+// as DecideFit set it) and the host (`fits_host`), the least extra work: no recompute over
+// recompute, no offload over offload, then the fewest processes, then levels over blocks; when no
+// row fits, the fewest parts on the one device (`fewest_shared`, FewestPartsThatFit against the
+// same card). `reason` says why, naming the ways with less work that do not fit and what each
+// needs.
 struct Recommendation {
   std::string way;  // a row's name, or "pipeline parts"
   bool single_process = false;

@@ -5,7 +5,9 @@
 // (memory_plan.h) and, unless --no-measure, the tensor bytes measured at two
 // small patches and extrapolated (memory_probe.h). The tensor bytes that
 // decide (measured, else the estimate's) with card_budget.h's allowances
-// must fit the card less the headroom.
+// must fit the card less the headroom; each way's host bytes (the probes'
+// summed peak resident sizes, else host_budget.h's estimate) must fit
+// --host-mem (default: the machine's MemTotal).
 #include <algorithm>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -16,8 +18,10 @@
 #include "common/base/errors.h"
 #include "common/base/json_writer.h"
 #include "common/config/config_file.h"
+#include "common/device/device_memory.h"
 #include "common/layout/level_times.h"
 #include "launcher/time_balance.h"
+#include "launcher/tools/host_budget.h"
 #include "launcher/tools/memory_plan.h"
 #include "launcher/tools/memory_probe.h"
 #include "launcher/tools/plan_command.h"
@@ -42,6 +46,8 @@ struct PlanReport {
   std::string config_path;
   Config config;
   CardBudget card;
+  int64_t host_mem = 0;         // --host-mem
+  bool device_is_host = false;  // the config's devices are this machine's CPU
   bool measure = true;
   int64_t probe_voxels = kProbeVoxels;
   std::optional<LevelTimes> times;
@@ -99,6 +105,14 @@ void MeasureRows(const std::vector<std::string>& probe_sets, bool quiet, PlanRep
     r->rows[i].tensor_bytes = measured[i].device;
     r->rows[i].stage_tensor_bytes = measured[i].stages;
     DecideFit(r->card.usable_bytes(), &r->rows[i]);
+    // The probes ran on this CPU: their resident sizes hold the device's
+    // tensors too, which a card would hold instead.
+    PlanRow& row = r->rows[i];
+    row.host_bytes = r->device_is_host ? measured[i].host
+                                       : std::max(measured[i].host - measured[i].device,
+                                                  row.host_need.runtime_bytes);
+    row.host_measured = true;
+    row.fits_host = row.host_bytes <= r->host_mem;
   }
 }
 
@@ -128,6 +142,24 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   std::vector<std::string> probe_sets = user_sets;
   r.times = BalanceForPlan(quiet, &r.config, &probe_sets);
   r.rows = PlanMemory(r.config, r.card.usable_bytes());
+  r.host_mem = ParseHostMem(args["host-mem"].as<std::string>());
+  if (r.host_mem <= 0)
+    throw UsageError("--host-mem = " + args["host-mem"].as<std::string>() +
+                     ": expected a size like 12.7GiB");
+  {
+    Config resolved = r.config;
+    ResolveAutoDevicesHere(&resolved);
+    r.device_is_host = TrainsOnHost(resolved);
+  }
+  for (PlanRow& row : r.rows) {  // the estimate, until a measurement replaces it
+    std::vector<std::string> sets = probe_sets;
+    for (const std::string& set : WaySets(r.config, row.single_process, row.sets))
+      sets.push_back(set);
+    row.host_need =
+        EstimateHostNeed(LoadConfig(r.config_path, sets), row.single_process, r.device_is_host);
+    row.host_bytes = row.host_need.total();
+    row.fits_host = row.host_bytes <= r.host_mem;
+  }
   r.enc = EncoderCounts(r.config);
   r.dec = DecoderCounts(r.config);
   r.measure = !args.count("no-measure");
@@ -140,6 +172,18 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   r.fewest_own = FewestPartsThatFit(r.config, r.card.usable_bytes(), false);
   r.floor = FloorBytes(r.config);
   r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.card);
+  if (r.pick.fits && r.pick.way == "pipeline parts") {  // its host bytes, by the estimate
+    std::vector<std::string> sets = probe_sets;
+    for (const std::string& set : r.pick.sets) sets.push_back(set);
+    const HostNeed host =
+        EstimateHostNeed(LoadConfig(r.config_path, sets), false, r.device_is_host);
+    if (host.total() > r.host_mem) {
+      r.pick.fits = false;
+      r.pick.way = "none";
+      r.pick.reason += "; but they need " + HostNeedText(host) + " of host memory, more than " +
+                       FormatBytes(r.host_mem) + " (--host-mem)";
+    }
+  }
   r.pick_command = PickCommand(r, user_sets);
   return r;
 }
@@ -198,7 +242,11 @@ std::string RowsJson(const PlanReport& r) {
     }
     w.Field("processes", row.processes)
         .Field("floor_ratio", r.FloorRatio(row))
-        .Field("fits", row.fits);
+        .Field("fits", row.fits)
+        .Field("host_bytes", row.host_bytes)
+        .Field("host_decided_by", row.host_measured ? "measured" : "estimate")
+        .Field("host_estimate_bytes", row.host_need.total())
+        .Field("fits_host", row.fits_host);
     list += (i ? "," : "") + w.str();
   }
   return list + "]";
@@ -225,7 +273,19 @@ std::string LegendJson() {
       .Field("needed_bytes",
              "tensor_bytes + reserve_bytes + workspace_allowance_bytes + context_bytes; fits: "
              "needed_bytes <= usable_bytes (budget_bytes less headroom_bytes)")
+      .Field("host_bytes",
+             "what every process of the way holds in host memory together at its peak: the "
+             "probes' summed peak resident sizes extrapolated (host_decided_by measured) or "
+             "host_estimate_bytes (host_decided_by estimate); fits_host: host_bytes <= "
+             "host_mem_bytes")
       .str();
+}
+
+// The recommended row's host bytes (0 for the parts fallback or none).
+int64_t PickHostBytes(const PlanReport& r) {
+  for (const PlanRow& row : r.rows)
+    if (row.name == r.pick.way) return row.host_bytes;
+  return 0;
 }
 
 void PrintPlanJson(const PlanReport& r) {
@@ -237,6 +297,8 @@ void PrintPlanJson(const PlanReport& r) {
       .Field("headroom", r.card.headroom_text)
       .Field("headroom_bytes", r.card.headroom_bytes)
       .Field("usable_bytes", r.card.usable_bytes())
+      .Field("host_mem_bytes", r.host_mem)
+      .Field("host_runtime_bytes_per_process", kHostRuntimeAllowanceBytes)
       .Raw("allowances", AllowancesJson())
       .Field("floor_bytes", r.floor)
       .Raw("recommended", JsonWriter()
@@ -245,6 +307,7 @@ void PrintPlanJson(const PlanReport& r) {
                               .Field("single_process", r.pick.single_process)
                               .Raw("sets", sets + "]")
                               .Field("needed_bytes", r.pick.bytes)
+                              .Field("host_bytes", PickHostBytes(r))
                               .Field("reason", r.pick.reason)
                               .Field("command", r.pick_command)
                               .str())
@@ -274,6 +337,15 @@ void PrintVerdictNote(const PlanReport& r) {
       FormatBytes(kContextAllowanceBytes).c_str(), FormatBytes(r.card.usable_bytes()).c_str(),
       r.measure ? "the measured tensor bytes (the estimate is shown beside them)"
                 : "the estimate: its tensor bytes, less its contexts (--no-measure)");
+  std::printf(
+      "host = what every process of the way holds in host memory together at its peak (parked\n"
+      "  state, offloaded activations, ring slots, %s runtime per process%s);\n"
+      "  fits host: host <= %s (--host-mem). %s\n",
+      FormatBytes(kHostRuntimeAllowanceBytes).c_str(),
+      r.device_is_host ? ", and the device's tensors: the devices are this CPU" : "",
+      FormatBytes(r.host_mem).c_str(),
+      r.measure ? "Measured: the probes' peak resident sizes, summed and extrapolated."
+                : "An estimate from shapes (--no-measure).");
 }
 
 // The ways of training: one row each, then the floor and what was measured.
@@ -285,22 +357,23 @@ void PrintWays(const PlanReport& r) {
       r.config_path.c_str(), config.model.dims, (r.enc.parameters + r.dec.parameters) / 1e6,
       r.enc.parameters / 1e6, r.dec.parameters / 1e6, config.train.batch_size,
       config.train.micro_batches, NameOf(config.train.precision).c_str());
-  std::printf("card %s less %s headroom (--headroom): %s usable\n\n",
+  std::printf("card %s less %s headroom (--headroom): %s usable; host memory %s (--host-mem)\n\n",
               FormatBytes(r.card.card_bytes).c_str(), r.card.headroom_text.c_str(),
-              FormatBytes(r.card.usable_bytes()).c_str());
-  std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %8s  %-5s %s\n", "", "state",
+              FormatBytes(r.card.usable_bytes()).c_str(), FormatBytes(r.host_mem).c_str());
+  std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %8s  %-5s %10s %-5s %s\n", "", "state",
               "activations", "boundary", "workspace", "context", "estimate", "measured", "needed",
-              "x floor", "fits", "peak during");
+              "x floor", "fits", "host", "host?", "peak during");
   for (const PlanRow& row : r.rows) {
     const std::string context =
         std::to_string(row.processes) + " x " + FormatBytes(row.context_bytes / row.processes);
-    std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %7.1fx  %-5s %s\n", row.name.c_str(),
-                FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
-                FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
-                context.c_str(), FormatBytes(row.peak_bytes).c_str(),
-                row.measured() ? FormatBytes(row.tensor_bytes).c_str() : "-",
-                FormatBytes(row.need.total()).c_str(), r.FloorRatio(row), row.fits ? "yes" : "NO",
-                row.peak_phase.c_str());
+    std::printf(
+        "%-36s %9s %12s %9s %10s %12s %10s %10s %10s %7.1fx  %-5s %10s %-5s %s\n", row.name.c_str(),
+        FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
+        FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
+        context.c_str(), FormatBytes(row.peak_bytes).c_str(),
+        row.measured() ? FormatBytes(row.tensor_bytes).c_str() : "-",
+        FormatBytes(row.need.total()).c_str(), r.FloorRatio(row), row.fits ? "yes" : "NO",
+        FormatBytes(row.host_bytes).c_str(), row.fits_host ? "yes" : "NO", row.peak_phase.c_str());
   }
   PrintVerdictNote(r);
   std::printf(
@@ -392,6 +465,8 @@ int PlanCommand(int argc, char** argv) {
       "headroom",
       "of --gpu-mem, kept free beyond what each way needs: a percentage (10%) or a size (1.5GiB)",
       cxxopts::value<std::string>()->default_value(kDefaultHeadroom))(
+      "host-mem", "host memory (RAM) every way must fit in (default: this machine's MemTotal)",
+      cxxopts::value<std::string>()->default_value(""))(
       "no-measure", "the estimate from shapes only (no probe runs)")(
       "probe-voxels", "the largest patch (in voxels) a probe run trains (default 262144)",
       cxxopts::value<int64_t>()->default_value(std::to_string(kProbeVoxels)))("json", "print JSON")(

@@ -5,6 +5,9 @@
 // to its verdict; no recommended way needs more than the card less the
 // headroom, estimated or measured.
 #include "launcher/tools/card_budget.h"
+#include "common/base/errors.h"
+#include "common/config/config_file.h"
+#include "launcher/tools/host_budget.h"
 
 #include <gtest/gtest.h>
 
@@ -183,6 +186,41 @@ TEST(PlanHeadroom, AWayAt99PercentOfTheCardIsNotRecommended) {
   const CardBudget roomy = ParseCardBudget("20GiB", "0");
   for (PlanRow& r : rows) DecideFit(roomy.usable_bytes(), &r);
   EXPECT_EQ(Recommend(c, rows, std::nullopt, FloorBytes(c), roomy).way, "single-process");
+}
+
+}  // namespace
+}  // namespace up
+
+namespace up {
+namespace {
+
+// The host's estimate: its parts add up, the ring and the parked state show
+// where the way has them, and the preflight refuses above MemTotal (one
+// UsageError) and warns above MemAvailable only.
+TEST(HostBudget, PartsAddUpAndThePreflightRefusesAboveMemTotal) {
+  Config c = LoadConfig("", {"model.dims=3", "data.size=[32,32,32]", "train.batch_size=2",
+                             "train.micro_batches=2", "model.features=[8,16,32]"});
+  const HostNeed pipe = EstimateHostNeed(c, false, true);
+  EXPECT_EQ(pipe.processes, 3);  // two stages and the launcher
+  EXPECT_EQ(pipe.runtime_bytes, 3 * kHostRuntimeAllowanceBytes);
+  EXPECT_GT(pipe.ring_bytes, 0);
+  EXPECT_GT(pipe.device_bytes, 0);
+  EXPECT_EQ(pipe.total(), pipe.runtime_bytes + pipe.state_bytes + pipe.device_bytes +
+                              pipe.offload_bytes + pipe.ring_bytes);
+  const HostNeed on_gpu = EstimateHostNeed(c, true, false);
+  EXPECT_EQ(on_gpu.processes, 1);
+  EXPECT_EQ(on_gpu.device_bytes, 0);
+  EXPECT_EQ(on_gpu.ring_bytes, 0);
+  EXPECT_EQ(on_gpu.total(), kHostRuntimeAllowanceBytes);
+  MachineMemory machine{pipe.total() - 1, pipe.total() - 1};
+  EXPECT_THROW(CheckHostFits(pipe, machine), UsageError);
+  machine = {pipe.total(), pipe.total() - 1};
+  EXPECT_NE(CheckHostFits(pipe, machine).find("MemAvailable"), std::string::npos);
+  machine = {pipe.total(), pipe.total()};
+  EXPECT_EQ(CheckHostFits(pipe, machine), "");
+  EXPECT_GT(ReadMachineMemory().total_bytes, 0);
+  EXPECT_THROW(ParseHostMem("lots"), UsageError);
+  EXPECT_EQ(ParseHostMem("12GiB"), 12LL << 30);
 }
 
 }  // namespace
