@@ -714,7 +714,9 @@ def user_case_verdict(uc, plan, kernels=""):
     source = "the real runs above"
     peaks = real
     if "pipeline offload" not in real:
-        peaks = {r["name"]: r["tensor_bytes"] for r in plan["rows"] if "tensor_bytes" in r}
+        # Measured rows only (a plan with --no-measure says "decided_by": "estimate").
+        peaks = {r["name"]: r["tensor_bytes"] for r in plan["rows"]
+                 if "tensor_bytes" in r and r.get("decided_by", "measured") == "measured"}
         source = ("plan's measured rows (two probe runs extrapolated; no real run of the "
                   "pipeline's ways: run `bench/user_case.py`)")
     pipes = {w: b for w, b in peaks.items() if w.startswith("pipeline")}

@@ -14,7 +14,9 @@
 #       `python3 -c 'import torch'`'s LibTorch on every core (first the
 #       binaries, gpu_test and cuda_test), runs `ctest -L gpu`, `plan`, brats16g
 #       single-process and pipeline (activations recompute) in fp32, bf16 and fp16
-#       for 3 steps under train.memory_budget=16GiB, `bench transport`, `bench
+#       for 3 steps under train.memory_budget=16GiB (then, per way, the caching
+#       allocator's reserved against allocated bytes against plan's
+#       prediction), `bench transport`, `bench
 #       step` (configs/small.yaml on cuda) and a short `bench capacity` (tiny
 #       under a 96 MiB budget on the card), and last builds every other target.
 #       Every step is bounded (timeout; all of them within
@@ -329,7 +331,8 @@ def train(run_dir, log):
     summary = load_json(os.path.join(run_dir, "summary.json"))
     if summary:
         for k in ("mode", "steps", "final_loss", "wall_s", "samples_per_s", "peak_device_bytes",
-                  "peak_rss_bytes", "param_digest"):
+                  "peak_rss_bytes", "peak_tensor_bytes", "peak_device_tensor_bytes",
+                  "peak_reserved_bytes", "param_digest"):
             if k in summary:
                 fig[k] = summary[k]
     steps = []
@@ -360,10 +363,51 @@ def bench(out_file):
 def plan(fp32, bf16, fp16):
     print(json.dumps({"fp32": last_json(fp32), "bf16": last_json(bf16), "fp16": last_json(fp16)}))
 
+# The runs on the plan's config and the plan row each trains (as gpu-report.py's PLAN_ROWS).
+RESERVE_RUNS = {"train_single_fp32": "single-process", "train_pipeline_fp32": "pipeline recompute",
+                "train_single_bf16": "single-process", "train_pipeline_bf16": "pipeline recompute",
+                "train_single_fp16": "single-process", "train_pipeline_fp16": "pipeline recompute",
+                "train_single_offload_fp32": "single-process offload",
+                "train_pipeline_offload_fp32": "pipeline offload"}
+
+def reserve(state, device):
+    """Per way: the caching allocator's peak reserved bytes against its peak
+    allocated (tensor) bytes against plan's prediction (its tensor bytes, its
+    allowance for the reserve, what it says the way needs), so the allowance's
+    default (card_budget.h) can be replaced by the measured fraction. Reserved
+    is each process's peak summed: an upper bound where the stages' peaks
+    fall in different turns."""
+    rows = []
+    for run, way in RESERVE_RUNS.items():
+        fig = load_json(os.path.join(state, run + ".json")) or {}
+        allocated = sum((fig.get("peak_device_tensor_bytes") or {}).values()) or None
+        reserved = sum((fig.get("peak_reserved_bytes") or {}).values()) or None
+        plan = last_json(os.path.join(state, "plan-" + run.rsplit("_", 1)[1] + ".json")) or {}
+        row = next((r for r in plan.get("rows") or [] if r.get("name") == way), {})
+        if allocated is None and not row:
+            continue
+        rows.append({
+            "run": run, "way": way, "out_of_memory": fig.get("out_of_memory"),
+            "allocated_bytes": allocated, "reserved_bytes": reserved,
+            "reserve_fraction": round(reserved / allocated - 1, 4) if reserved and allocated else None,
+            "plan_tensor_bytes": row.get("tensor_bytes"), "plan_reserve_bytes": row.get("reserve_bytes"),
+            "plan_needed_bytes": row.get("needed_bytes"), "plan_fits": row.get("fits"),
+            "plan_over_allocated": round(row["tensor_bytes"] / allocated, 4)
+                                   if allocated and row.get("tensor_bytes") else None})
+    plans = [last_json(os.path.join(state, f"plan-{p}.json")) or {} for p in ("fp32", "bf16", "fp16")]
+    default = next((p["allowances"]["reserve_fraction"] for p in plans if p.get("allowances")), None)
+    measured = [r["reserve_fraction"] for r in rows if r["reserve_fraction"] is not None]
+    doc = {"device": device, "default_reserve_fraction": default, "rows": rows,
+           "max_reserve_fraction": max(measured) if measured else None}
+    if not measured:
+        doc["not_measured"] = ("no run reported the caching allocator's reserved bytes "
+                               "(peak_reserved_bytes is a CUDA figure)")
+    print(json.dumps(doc))
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"machine": machine, "step": step, "reason": lambda log, kind: print(reason(log, kind)),
-     "ctest": ctest, "train": train, "bench": bench, "plan": plan,
+     "ctest": ctest, "train": train, "bench": bench, "plan": plan, "reserve": reserve,
      "write": write_out}[cmd](*args)
 PY
 }
@@ -553,6 +597,22 @@ step_plan() {
   record plan "$ok" "$((SECONDS - t0))" "$why" "$STATE/plan.json" "$LOGS/plan-fp32.txt"
 }
 
+# Per way, the caching allocator's reserved bytes against its allocated bytes
+# against plan's prediction (the train steps' figures and plan's rows): what
+# turns plan's default reserve allowance into a measured one. Without CUDA
+# there are no reserved bytes: it says so and records the rest.
+step_allocator_reserve() {
+  skip_or_limit allocator_reserve 20 || return 0
+  local t0=$SECONDS fig="$STATE/allocator-reserve.json" why=""
+  if ! python3 "$HELPER" reserve "$STATE" "$1" >"$fig"; then
+    record allocator_reserve 0 "$((SECONDS - t0))" "the helper's reserve failed on $STATE"
+    return 0
+  fi
+  why=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("not_measured", ""))' "$fig") || true
+  if [ -n "$why" ]; then say "allocator_reserve: reserved bytes not measured on $1: $why"; fi
+  record allocator_reserve 1 "$((SECONDS - t0))" "" "$fig"
+}
+
 # step_train NAME PRECISION single|pipeline [SET...]: SETs (k=v) come last.
 step_train() {
   local name=$1 prec=$2 kind=$3
@@ -680,6 +740,7 @@ run_check() {
   # same (checkpointing by blocks, offloaded).
   step_train train_single_offload_fp32 fp32 single train.checkpointing=blocks train.offload=on
   step_train train_pipeline_offload_fp32 fp32 pipeline pipeline.recompute_unit=block pipeline.offload=on
+  step_allocator_reserve "$device"
 
   if [ "$device" = cuda ]; then
     step_bench bench_transport 90 transport --max-bytes 268435456 --repeats 2 --seconds 0.2

@@ -106,17 +106,44 @@ def step_note(s):
         if "final_loss" in f:
             return f"{f.get('steps')} steps, final loss {f['final_loss']:.4f}"
     if n == "plan" and (f.get("fp32") or {}).get("rows"):
-        return "fp32: " + ", ".join(f"{r['name']} {r['peak_bytes'] / GIB:.2f} GiB ({'fits' if r['fits'] else 'does not fit'})"
+        return "fp32: " + ", ".join(f"{r['name']} {plan_bytes(r) / GIB:.2f} GiB ({'fits' if r['fits'] else 'does not fit'})"
                                     for r in f["fp32"]["rows"])
+    if n == "allocator_reserve" and f:
+        return f.get("not_measured") or f"largest reserve {num(f.get('max_reserve_fraction'), '{:.1%}')} of the tensors"
     if n.startswith("bench_") and isinstance(f, dict) and (f.get("results") or f.get("rows")):
         return f"{len(f.get('results') or f.get('rows'))} rows"
     return ""
+
+
+def plan_bytes(row):
+    """What plan says a way needs (a plan without the allowances: its estimate)."""
+    return row.get("needed_bytes", row.get("peak_bytes"))
 
 
 def plan_row(doc, precision, name):
     plan = next((s for s in doc["steps"] if s["name"] == "plan"), None)
     rows = (((plan or {}).get("figures") or {}).get(precision) or {}).get("rows") or []
     return next((r for r in rows if r.get("name") == name), None)
+
+
+def reserve_section(by):
+    """The caching allocator's reserve per way, against plan's allowance for it."""
+    f = (by.get("allocator_reserve") or {}).get("figures") or {}
+    if not f.get("rows"):
+        return []
+    out = ["", "### The caching allocator's reserve: measured against `plan`'s allowance", "",
+           f"Reserved over allocated per way (each process's reserved peak, summed), beside plan's tensor "
+           f"bytes and what it says the way needs; plan's default allowance is "
+           f"{num(f.get('default_reserve_fraction'), '{:.0%}')} of the tensor bytes."
+           + (f" Reserved not measured: {f['not_measured']}." if f.get("not_measured") else ""), "",
+           "| run | way | allocated (GiB) | reserved (GiB) | reserve | plan: tensors (GiB) "
+           "| plan / allocated | plan: needed (GiB) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in f["rows"]:
+        out.append(f"| {r['run']} | {r['way']} | {gib(r.get('allocated_bytes'))} | {gib(r.get('reserved_bytes'))} | "
+                   f"{num(r.get('reserve_fraction'), '{:.1%}')} | {gib(r.get('plan_tensor_bytes'))} | "
+                   f"{num(r.get('plan_over_allocated'))} | {gib(r.get('plan_needed_bytes'))} |")
+    return out
 
 
 def render(doc, source):
@@ -158,10 +185,11 @@ def render(doc, source):
     out += ["", "### Peak device memory: measured against `plan`", "",
             "Measured: each process's peak of the caching allocator (`peak_device_bytes` in the run's "
             "`summary.json`, no CUDA context). Predicted: `unet-pipeline plan --gpu-mem 16GiB` for the "
-            "same config and precision, whose peak counts every process on the card and 1 GiB of "
-            "context per process.", "",
+            "same config and precision: what the way needs on the card (its tensor bytes, the "
+            "allocator's reserve, a workspace and a context per process), and whether that fits the "
+            "card less the headroom.", "",
             "| run | precision | out of memory | measured peak per process (GiB) | measured sum (GiB) "
-            "| plan row | plan peak (GiB) | plan: fits |",
+            "| plan row | plan: needed (GiB) | plan: fits |",
             "|---|---|---|---|---:|---|---:|---|"]
     for name in TRAIN_STEPS:
         s = by.get(name)
@@ -183,7 +211,8 @@ def render(doc, source):
         label = "single-process" if kind == "single" else "pipeline (recompute)"
         out.append(f"| {label}{model_note(model)} | {prec} | {oom} | "
                    f"{per} | {gib(total)} | {row['name'] if row else '-'} | "
-                   f"{gib(row['peak_bytes']) if row else '-'} | {('yes' if row['fits'] else 'no') if row else '-'} |")
+                   f"{gib(plan_bytes(row)) if row else '-'} | {('yes' if row['fits'] else 'no') if row else '-'} |")
+    out += reserve_section(by)
 
     # Step times of the training runs.
     out += ["", "### Training runs: step time", "",

@@ -32,6 +32,7 @@
 #include "launcher/single_process.h"
 #include "launcher/stop_signal.h"
 #include "launcher/time_balance.h"
+#include "launcher/tools/host_budget.h"
 
 namespace up {
 namespace {
@@ -164,6 +165,18 @@ int RunOtherNode(const cxxopts::ParseResult& args, const NodeOptions& nodes, boo
                                          : args["out"].as<std::string>());
 }
 
+// Before any process starts or any folder is made: a run whose processes
+// would hold more host memory together than the machine has (by
+// host_budget.h's estimate, the one `plan --no-measure` shows) is refused in
+// one line rather than killed by the kernel mid-step; more than is available
+// now is a warning. On one machine only: with more nodes each holds a part.
+void CheckHostMemory(const Config& config, bool single_process, const NodeOptions& nodes) {
+  if (nodes.nnodes > 1) return;
+  const HostNeed need = EstimateHostNeed(config, single_process, TrainsOnHost(config));
+  const std::string warning = CheckHostFits(need, ReadMachineMemory());
+  if (!warning.empty()) LogWarn(warning);
+}
+
 // Node 0's run, checked and with its folder: a new one, or --resume's.
 struct PreparedRun {
   Config config;
@@ -186,6 +199,7 @@ PreparedRun PrepareResume(const cxxopts::ParseResult& args,
   r.device_note = ResolveAutoDevicesHere(&r.config).why;  // an --set ...device=auto
   CheckDevices(r.config, single_process, 0, nodes.nnodes);
   CheckData(r.config);
+  CheckHostMemory(r.config, single_process, nodes);
   r.resume = FindLatestCheckpoint(dir, r.config, [](const std::string& w) { LogWarn(w); });
   if (!r.resume)
     throw UsageError("--resume " + dir + ": no complete checkpoint in " + dir + "/checkpoints");
@@ -209,6 +223,7 @@ PreparedRun PrepareNewRun(const cxxopts::ParseResult& args,
   CheckDevices(r.config, single_process, 0,
                nodes.nnodes);  // before the run folder: a missing GPU leaves none
   CheckData(r.config);
+  CheckHostMemory(r.config, single_process, nodes);
   // pipeline.balance: time: the cuts the config leaves open, from the
   // levels timed on the stages' devices, before the run's config is written.
   if (!single_process) r.level_times = BalanceByTime(&r.config);

@@ -28,9 +28,20 @@ int64_t Unit(const StageCounts& s, bool blocks) {
 
 std::string Gib(int64_t bytes) { return FormatBytes(bytes); }
 
+// "14.4 GiB (16.0 GiB less 10% headroom)".
+std::string UsableText(const CardBudget& card) {
+  return Gib(card.usable_bytes()) + " (" + Gib(card.card_bytes) + " less " + card.headroom_text +
+         " headroom)";
+}
+
 }  // namespace
 
-std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
+void DecideFit(int64_t usable_bytes, PlanRow* row) {
+  row->need = NeedOnCard(row->tensor_estimate(), row->processes);
+  row->fits = row->need.total() <= usable_bytes;
+}
+
+std::vector<PlanRow> PlanMemory(const Config& c, int64_t usable_bytes) {
   const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
   const int64_t n = MicroBatchSamples(c);  // samples per micro-batch
   const int64_t m = c.train.micro_batches;
@@ -145,7 +156,7 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t budget) {
   for (PlanRow& r : rows) {
     r.peak_bytes =
         r.state_bytes + r.activation_bytes + r.boundary_bytes + r.workspace_bytes + r.context_bytes;
-    r.fits = r.peak_bytes <= budget;
+    DecideFit(usable_bytes, &r);
   }
   return rows;
 }
@@ -185,29 +196,33 @@ std::vector<std::string> WaySets(const Config& c, bool single_process,
 
 Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
                          const std::optional<PartsPlan>& fewest_shared, int64_t floor_bytes,
-                         int64_t budget) {
+                         const CardBudget& card) {
   std::vector<const PlanRow*> order;
   for (const PlanRow& r : rows) order.push_back(&r);
   std::stable_sort(order.begin(), order.end(), [](const PlanRow* x, const PlanRow* y) {
     return std::make_tuple(x->recomputes, x->offload, x->processes, x->blocks) <
            std::make_tuple(y->recomputes, y->offload, y->processes, y->blocks);
   });
-  auto needs = [](const PlanRow& r) { return r.tensor_estimate() + r.context_bytes; };
+  const std::string usable = UsableText(card);
   std::string not_fitting;  // the ways with less work, and what they need
   for (const PlanRow* r : order) {
     if (!r->fits) {
-      not_fitting += (not_fitting.empty() ? "" : ", ") + r->name + " needs " + Gib(needs(*r));
+      not_fitting += (not_fitting.empty() ? "" : ", ") + r->name + " needs " + Gib(r->need.total());
+      continue;
+    }
+    if (!r->fits_host) {
+      not_fitting += (not_fitting.empty() ? "" : ", ") + r->name + " needs " + Gib(r->host_bytes) +
+                     " of host memory";
       continue;
     }
     Recommendation out;
     out.way = r->name;
     out.single_process = r->single_process;
     out.sets = WaySets(c, r->single_process, r->sets);
-    out.bytes = needs(*r);
+    out.bytes = r->need.total();
     out.fits = true;
-    out.reason = "the least extra work that fits " + Gib(budget) + " (" + Gib(out.bytes) + ", " +
-                 std::to_string(r->processes) + (r->processes == 1 ? " context" : " contexts") +
-                 ")";
+    out.reason = "the least extra work that fits " + usable + ": it needs " + NeedText(r->need);
+    if (r->host_bytes > 0) out.reason += ", and " + Gib(r->host_bytes) + " of host memory";
     if (!not_fitting.empty()) out.reason += "; less work does not fit: " + not_fitting;
     return out;
   }
@@ -217,15 +232,16 @@ Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
     out.sets = {"pipeline.park=always",
                 "pipeline.encoder_parts=" + std::to_string(fewest_shared->encoder_parts),
                 "pipeline.decoder_parts=" + std::to_string(fewest_shared->decoder_parts)};
-    out.bytes = fewest_shared->shared_device_bytes;
+    out.bytes = fewest_shared->shared_need.total();
     out.fits = true;
-    out.reason = "no two-process way fits " + Gib(budget) + " (" + not_fitting + "); " +
+    out.reason = "no two-process way fits " + usable + " (" + not_fitting + "); " +
                  std::to_string(fewest_shared->encoder_parts + fewest_shared->decoder_parts) +
-                 " stages taking turns do (estimate " + Gib(out.bytes) + ")";
+                 " stages taking turns do: by the estimate they need " +
+                 NeedText(fewest_shared->shared_need);
     return out;
   }
   out.way = "none";
-  out.reason = "nothing fits " + Gib(budget) + " (" + not_fitting +
+  out.reason = "nothing fits " + usable + " (" + not_fitting +
                "); the floor, one unit of one sample, is " + Gib(floor_bytes) +
                ": a smaller data.size or a larger card";
   return out;
@@ -281,15 +297,18 @@ PartsPlan PlanParts(const Config& c) {
       if (&o != &s) others += o.residue_bytes;
     out.shared_device_bytes = std::max(out.shared_device_bytes, s.turn_bytes + others);
   }
+  out.shared_need = NeedOnCard(out.shared_device_bytes, static_cast<int>(stages));
+  out.own_need = NeedOnCard(out.own_device_bytes, 1);
   out.shared_device_bytes += stages * kContextAllowanceBytes;
   out.own_device_bytes += kContextAllowanceBytes;
   return out;
 }
 
-std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget, bool shared) {
+std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t usable_bytes,
+                                            bool shared) {
   const int levels = Geometry(config.model).levels();
   auto peak = [shared](const PartsPlan& p) {
-    return shared ? p.shared_device_bytes : p.own_device_bytes;
+    return shared ? p.shared_need.total() : p.own_need.total();
   };
   // Fewest stages first; among the splits of one count, the lowest peak. The
   // encoder has L + 1 levels (0..L), the decoder L, each part at least one.
@@ -306,7 +325,7 @@ std::optional<PartsPlan> FewestPartsThatFit(const Config& config, int64_t budget
       c.pipeline.devices.clear();
       c.pipeline.nodes.clear();
       const PartsPlan plan = PlanParts(c);
-      if (peak(plan) <= budget && (!best || peak(plan) < peak(*best))) best = plan;
+      if (peak(plan) <= usable_bytes && (!best || peak(plan) < peak(*best))) best = plan;
     }
     if (best) return best;
   }

@@ -48,6 +48,15 @@ std::string Object(const std::string& json, const std::string& key) {
   return "";
 }
 
+// The sum of the numbers in a flat `{"a":N,"b":M}` (peak_rss_bytes), or -1.
+int64_t SumOfNumbers(const std::string& object) {
+  if (object.empty()) return -1;
+  int64_t sum = 0;
+  for (size_t at = object.find("\":"); at != std::string::npos; at = object.find("\":", at + 2))
+    sum += std::stoll(object.substr(at + 2));
+  return sum;
+}
+
 std::string LastLine(const std::string& text) {
   std::istringstream lines(text);
   std::string last;
@@ -85,6 +94,7 @@ struct Point {
   std::vector<int64_t> compute;  // per process: the trainer, or each stage in pipeline order
   std::vector<int64_t> step;
   std::vector<int64_t> residue;
+  int64_t rss = 0;  // every process's peak resident size, summed
 };
 
 int64_t Extrapolate(double v1, int64_t y1, double v2, int64_t y2, double v) {
@@ -206,6 +216,8 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
       for (int v : patches[i]) p.voxels *= v;
       const std::vector<std::string> who =
           way.single_process ? std::vector<std::string>{"trainer"} : stage_keys;
+      p.rss = SumOfNumbers(Object(summary, "peak_rss_bytes"));
+      if (p.rss < 0) throw RuntimeError("plan: " + run + "/summary.json lacks peak_rss_bytes");
       const std::string phases = Object(summary, "phase_peak_tensor_bytes");
       for (const std::string& k : who) {
         p.compute.push_back(NestedNumber(phases, k, "compute"));
@@ -236,6 +248,7 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
         b.device = std::max(b.device, b.stages[k].second + others);
       }
     }
+    b.host = Extrapolate(points[0].voxels, points[0].rss, points[1].voxels, points[1].rss, full);
     out.push_back(b);
   }
   return out;

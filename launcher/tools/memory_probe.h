@@ -37,6 +37,11 @@ struct ProbedBytes {
   // The pipeline's stages, each its own peak, in pipeline order ("encoder",
   // "decoder"; with parts "encoder1" .. "decoder2"); empty for single-process.
   std::vector<std::pair<std::string, int64_t>> stages;
+  // What its processes hold in host memory together: the sum of their peak
+  // resident sizes (summary.json's peak_rss_bytes, the launcher's included),
+  // extrapolated along the same line. On this CPU, device tensors included;
+  // a shared ring's pages count in both its processes (host_budget.h).
+  int64_t host = 0;
 };
 
 inline constexpr int64_t kProbeVoxels = 1 << 18;  // 64^3, 512^2

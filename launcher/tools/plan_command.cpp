@@ -1,9 +1,13 @@
-// `unet-pipeline plan --config C [--set k=v]... [--gpu-mem 16GiB] [--json]
-// [--no-measure]`: predicts peak device memory of single-process training
-// (plain and checkpointed) and of the pipeline under each activation policy,
-// and says whether each fits: an estimate from shapes (memory_plan.h) and,
-// unless --no-measure, the tensor bytes measured at two small patches and
-// extrapolated (memory_probe.h), which then decide `fits`.
+// `unet-pipeline plan --config C [--set k=v]... [--gpu-mem 16GiB]
+// [--headroom 10%] [--json] [--no-measure]`: predicts peak device memory of
+// single-process training (plain and checkpointed) and of the pipeline under
+// each activation policy, and says whether each fits: an estimate from shapes
+// (memory_plan.h) and, unless --no-measure, the tensor bytes measured at two
+// small patches and extrapolated (memory_probe.h). The tensor bytes that
+// decide (measured, else the estimate's) with card_budget.h's allowances
+// must fit the card less the headroom; each way's host bytes (the probes'
+// summed peak resident sizes, else host_budget.h's estimate) must fit
+// --host-mem (default: the machine's MemTotal).
 #include <algorithm>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -14,8 +18,10 @@
 #include "common/base/errors.h"
 #include "common/base/json_writer.h"
 #include "common/config/config_file.h"
+#include "common/device/device_memory.h"
 #include "common/layout/level_times.h"
 #include "launcher/time_balance.h"
+#include "launcher/tools/host_budget.h"
 #include "launcher/tools/memory_plan.h"
 #include "launcher/tools/memory_probe.h"
 #include "launcher/tools/plan_command.h"
@@ -39,7 +45,9 @@ std::string TrimLine(std::string text) {
 struct PlanReport {
   std::string config_path;
   Config config;
-  int64_t budget = 0;
+  CardBudget card;
+  int64_t host_mem = 0;         // --host-mem
+  bool device_is_host = false;  // the config's devices are this machine's CPU
   bool measure = true;
   int64_t probe_voxels = kProbeVoxels;
   std::optional<LevelTimes> times;
@@ -96,7 +104,15 @@ void MeasureRows(const std::vector<std::string>& probe_sets, bool quiet, PlanRep
   for (size_t i = 0; i < r->rows.size(); ++i) {
     r->rows[i].tensor_bytes = measured[i].device;
     r->rows[i].stage_tensor_bytes = measured[i].stages;
-    r->rows[i].fits = r->rows[i].tensor_bytes + r->rows[i].context_bytes <= r->budget;
+    DecideFit(r->card.usable_bytes(), &r->rows[i]);
+    // The probes ran on this CPU: their resident sizes hold the device's
+    // tensors too, which a card would hold instead.
+    PlanRow& row = r->rows[i];
+    row.host_bytes = r->device_is_host ? measured[i].host
+                                       : std::max(measured[i].host - measured[i].device,
+                                                  row.host_need.runtime_bytes);
+    row.host_measured = true;
+    row.fits_host = row.host_bytes <= r->host_mem;
   }
 }
 
@@ -119,13 +135,31 @@ std::string PickCommand(const PlanReport& r, const std::vector<std::string>& use
 PlanReport MakePlan(const cxxopts::ParseResult& args) {
   PlanReport r;
   const bool quiet = args.count("json") > 0;
+  r.card = ParseCardBudget(args["gpu-mem"].as<std::string>(), args["headroom"].as<std::string>());
   r.config_path = args["config"].as<std::string>();
   const std::vector<std::string> user_sets = UserSets(args);
   r.config = LoadConfig(r.config_path, user_sets);
   std::vector<std::string> probe_sets = user_sets;
   r.times = BalanceForPlan(quiet, &r.config, &probe_sets);
-  r.budget = ParseBytes(args["gpu-mem"].as<std::string>());
-  r.rows = PlanMemory(r.config, r.budget);
+  r.rows = PlanMemory(r.config, r.card.usable_bytes());
+  r.host_mem = ParseHostMem(args["host-mem"].as<std::string>());
+  if (r.host_mem <= 0)
+    throw UsageError("--host-mem = " + args["host-mem"].as<std::string>() +
+                     ": expected a size like 12.7GiB");
+  {
+    Config resolved = r.config;
+    ResolveAutoDevicesHere(&resolved);
+    r.device_is_host = TrainsOnHost(resolved);
+  }
+  for (PlanRow& row : r.rows) {  // the estimate, until a measurement replaces it
+    std::vector<std::string> sets = probe_sets;
+    for (const std::string& set : WaySets(r.config, row.single_process, row.sets))
+      sets.push_back(set);
+    row.host_need =
+        EstimateHostNeed(LoadConfig(r.config_path, sets), row.single_process, r.device_is_host);
+    row.host_bytes = row.host_need.total();
+    row.fits_host = row.host_bytes <= r.host_mem;
+  }
   r.enc = EncoderCounts(r.config);
   r.dec = DecoderCounts(r.config);
   r.measure = !args.count("no-measure");
@@ -134,10 +168,22 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   if (r.measure) MeasureRows(probe_sets, quiet, &r);
   r.parts = PlanParts(r.config);
   r.part_ms = r.times ? PartTimes(*r.times, ResolveLayout(r.config)) : std::vector<double>{};
-  r.fewest_shared = FewestPartsThatFit(r.config, r.budget, true);
-  r.fewest_own = FewestPartsThatFit(r.config, r.budget, false);
+  r.fewest_shared = FewestPartsThatFit(r.config, r.card.usable_bytes(), true);
+  r.fewest_own = FewestPartsThatFit(r.config, r.card.usable_bytes(), false);
   r.floor = FloorBytes(r.config);
-  r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.budget);
+  r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.card);
+  if (r.pick.fits && r.pick.way == "pipeline parts") {  // its host bytes, by the estimate
+    std::vector<std::string> sets = probe_sets;
+    for (const std::string& set : r.pick.sets) sets.push_back(set);
+    const HostNeed host =
+        EstimateHostNeed(LoadConfig(r.config_path, sets), false, r.device_is_host);
+    if (host.total() > r.host_mem) {
+      r.pick.fits = false;
+      r.pick.way = "none";
+      r.pick.reason += "; but they need " + HostNeedText(host) + " of host memory, more than " +
+                       FormatBytes(r.host_mem) + " (--host-mem)";
+    }
+  }
   r.pick_command = PickCommand(r, user_sets);
   return r;
 }
@@ -148,6 +194,7 @@ std::string FewestJson(const std::optional<PartsPlan>& p, bool shared) {
       .Field("encoder_parts", p->encoder_parts)
       .Field("decoder_parts", p->decoder_parts)
       .Field("peak_bytes", shared ? p->shared_device_bytes : p->own_device_bytes)
+      .Field("needed_bytes", shared ? p->shared_need.total() : p->own_need.total())
       .str();
 }
 
@@ -181,9 +228,13 @@ std::string RowsJson(const PlanReport& r) {
         .Field("activation_bytes", row.activation_bytes)
         .Field("boundary_bytes", row.boundary_bytes)
         .Field("workspace_bytes", row.workspace_bytes)
-        .Field("context_bytes", row.context_bytes)
-        .Field("peak_bytes", row.peak_bytes);
-    if (row.tensor_bytes >= 0) w.Field("tensor_bytes", row.tensor_bytes);
+        .Field("context_bytes", row.need.context_bytes)
+        .Field("peak_bytes", row.peak_bytes)
+        .Field("decided_by", row.measured() ? "measured" : "estimate")
+        .Field("tensor_bytes", row.need.tensor_bytes)
+        .Field("reserve_bytes", row.need.reserve_bytes)
+        .Field("workspace_allowance_bytes", row.need.workspace_bytes)
+        .Field("needed_bytes", row.need.total());
     if (!row.stage_tensor_bytes.empty()) {
       JsonWriter st;
       for (const auto& [key, bytes] : row.stage_tensor_bytes) st.Field(key, bytes);
@@ -191,10 +242,50 @@ std::string RowsJson(const PlanReport& r) {
     }
     w.Field("processes", row.processes)
         .Field("floor_ratio", r.FloorRatio(row))
-        .Field("fits", row.fits);
+        .Field("fits", row.fits)
+        .Field("host_bytes", row.host_bytes)
+        .Field("host_decided_by", row.host_measured ? "measured" : "estimate")
+        .Field("host_estimate_bytes", row.host_need.total())
+        .Field("fits_host", row.fits_host);
     list += (i ? "," : "") + w.str();
   }
   return list + "]";
+}
+
+// The allowances each row's needed_bytes counts (card_budget.h).
+std::string AllowancesJson() {
+  return JsonWriter()
+      .Field("reserve_fraction", kAllocatorReserveFraction)
+      .Field("workspace_bytes_per_process", kWorkspaceAllowanceBytes)
+      .Field("context_bytes_per_process", kContextAllowanceBytes)
+      .str();
+}
+
+// What a row's figures are, so a reader of the JSON knows which decides.
+std::string LegendJson() {
+  return JsonWriter()
+      .Field("peak_bytes",
+             "the estimate from shapes: state + activation + boundary + workspace + context bytes; "
+             "shown, never the verdict")
+      .Field("tensor_bytes",
+             "the tensor bytes that decide: measured (decided_by measured) or the estimate less "
+             "its contexts (decided_by estimate)")
+      .Field("needed_bytes",
+             "tensor_bytes + reserve_bytes + workspace_allowance_bytes + context_bytes; fits: "
+             "needed_bytes <= usable_bytes (budget_bytes less headroom_bytes)")
+      .Field("host_bytes",
+             "what every process of the way holds in host memory together at its peak: the "
+             "probes' summed peak resident sizes extrapolated (host_decided_by measured) or "
+             "host_estimate_bytes (host_decided_by estimate); fits_host: host_bytes <= "
+             "host_mem_bytes")
+      .str();
+}
+
+// The recommended row's host bytes (0 for the parts fallback or none).
+int64_t PickHostBytes(const PlanReport& r) {
+  for (const PlanRow& row : r.rows)
+    if (row.name == r.pick.way) return row.host_bytes;
+  return 0;
 }
 
 void PrintPlanJson(const PlanReport& r) {
@@ -202,14 +293,21 @@ void PrintPlanJson(const PlanReport& r) {
   for (size_t i = 0; i < r.pick.sets.size(); ++i)
     sets += (i ? "," : "") + JsonWriter::Quote(r.pick.sets[i]);
   JsonWriter out;
-  out.Field("budget_bytes", r.budget)
+  out.Field("budget_bytes", r.card.card_bytes)
+      .Field("headroom", r.card.headroom_text)
+      .Field("headroom_bytes", r.card.headroom_bytes)
+      .Field("usable_bytes", r.card.usable_bytes())
+      .Field("host_mem_bytes", r.host_mem)
+      .Field("host_runtime_bytes_per_process", kHostRuntimeAllowanceBytes)
+      .Raw("allowances", AllowancesJson())
       .Field("floor_bytes", r.floor)
       .Raw("recommended", JsonWriter()
                               .Field("way", r.pick.way)
                               .Field("fits", r.pick.fits)
                               .Field("single_process", r.pick.single_process)
                               .Raw("sets", sets + "]")
-                              .Field("peak_bytes", r.pick.bytes)
+                              .Field("needed_bytes", r.pick.bytes)
+                              .Field("host_bytes", PickHostBytes(r))
                               .Field("reason", r.pick.reason)
                               .Field("command", r.pick_command)
                               .str())
@@ -223,8 +321,31 @@ void PrintPlanJson(const PlanReport& r) {
       .Raw("fewest_parts", JsonWriter()
                                .Raw("one_device", FewestJson(r.fewest_shared, true))
                                .Raw("device_per_stage", FewestJson(r.fewest_own, false))
-                               .str());
+                               .str())
+      .Raw("legend", LegendJson());  // last: its keys name the rows' fields
   std::cout << out.str() << std::endl;
+}
+
+// Under the ways' table: what `needed` counts and which figure decided.
+void PrintVerdictNote(const PlanReport& r) {
+  std::printf(
+      "\nneeded = tensor bytes + %.0f%% of them for the caching allocator's reserve + %s "
+      "workspace\n"
+      "  (cuDNN, cuBLAS) and %s CUDA context per process (defaults until a GPU measures them:\n"
+      "  docs/MEMORY.md); fits: needed <= %s usable.\n  Decided by %s.\n",
+      kAllocatorReserveFraction * 100, FormatBytes(kWorkspaceAllowanceBytes).c_str(),
+      FormatBytes(kContextAllowanceBytes).c_str(), FormatBytes(r.card.usable_bytes()).c_str(),
+      r.measure ? "the measured tensor bytes (the estimate is shown beside them)"
+                : "the estimate: its tensor bytes, less its contexts (--no-measure)");
+  std::printf(
+      "host = what every process of the way holds in host memory together at its peak (parked\n"
+      "  state, offloaded activations, ring slots, %s runtime per process%s);\n"
+      "  fits host: host <= %s (--host-mem). %s\n",
+      FormatBytes(kHostRuntimeAllowanceBytes).c_str(),
+      r.device_is_host ? ", and the device's tensors: the devices are this CPU" : "",
+      FormatBytes(r.host_mem).c_str(),
+      r.measure ? "Measured: the probes' peak resident sizes, summed and extrapolated."
+                : "An estimate from shapes (--no-measure).");
 }
 
 // The ways of training: one row each, then the floor and what was measured.
@@ -236,21 +357,25 @@ void PrintWays(const PlanReport& r) {
       r.config_path.c_str(), config.model.dims, (r.enc.parameters + r.dec.parameters) / 1e6,
       r.enc.parameters / 1e6, r.dec.parameters / 1e6, config.train.batch_size,
       config.train.micro_batches, NameOf(config.train.precision).c_str());
-  std::printf("device budget %s; context allowance %s per process\n\n",
-              FormatBytes(r.budget).c_str(), FormatBytes(kContextAllowanceBytes).c_str());
-  std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %8s  %-5s %s\n", "", "state", "activations",
-              "boundary", "workspace", "context", "estimate", "measured", "x floor", "fits",
-              "peak during");
+  std::printf("card %s less %s headroom (--headroom): %s usable; host memory %s (--host-mem)\n\n",
+              FormatBytes(r.card.card_bytes).c_str(), r.card.headroom_text.c_str(),
+              FormatBytes(r.card.usable_bytes()).c_str(), FormatBytes(r.host_mem).c_str());
+  std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %8s  %-5s %10s %-5s %s\n", "", "state",
+              "activations", "boundary", "workspace", "context", "estimate", "measured", "needed",
+              "x floor", "fits", "host", "host?", "peak during");
   for (const PlanRow& row : r.rows) {
     const std::string context =
         std::to_string(row.processes) + " x " + FormatBytes(row.context_bytes / row.processes);
-    std::printf("%-36s %9s %12s %9s %10s %12s %10s %12s %7.1fx  %-5s %s\n", row.name.c_str(),
-                FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
-                FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
-                context.c_str(), FormatBytes(row.peak_bytes).c_str(),
-                row.tensor_bytes >= 0 ? FormatBytes(row.tensor_bytes).c_str() : "-",
-                r.FloorRatio(row), row.fits ? "yes" : "NO", row.peak_phase.c_str());
+    std::printf(
+        "%-36s %9s %12s %9s %10s %12s %10s %10s %10s %7.1fx  %-5s %10s %-5s %s\n", row.name.c_str(),
+        FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
+        FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
+        context.c_str(), FormatBytes(row.peak_bytes).c_str(),
+        row.measured() ? FormatBytes(row.tensor_bytes).c_str() : "-",
+        FormatBytes(row.need.total()).c_str(), r.FloorRatio(row), row.fits ? "yes" : "NO",
+        FormatBytes(row.host_bytes).c_str(), row.fits_host ? "yes" : "NO", row.peak_phase.c_str());
   }
+  PrintVerdictNote(r);
   std::printf(
       "\nfloor: %s, the largest %s's forward and backward for one sample (x floor: each way's "
       "tensor bytes over it)\n",
@@ -259,8 +384,7 @@ void PrintWays(const PlanReport& r) {
   if (!r.measure) return;
   std::printf(
       "\nmeasured: the device's peak tensor bytes, every process on it together, from real "
-      "runs at\npatches %s and %s extrapolated to this patch (no context); fits: measured + "
-      "context <= budget\n",
+      "runs at\npatches %s and %s extrapolated to this patch (no context, no allocator reserve)\n",
       PatchText(ProbePatches(config, r.probe_voxels)[0]).c_str(),
       PatchText(ProbePatches(config, r.probe_voxels)[1]).c_str());
   if (ProbesOnOneThread(config))
@@ -303,22 +427,24 @@ void PrintStages(const PlanReport& r) {
         "%s (encoder) and %s (decoder)\n",
         r.times->encoder_device.c_str(), r.times->decoder_device.c_str());
   }
+  const int64_t usable = r.card.usable_bytes();
   std::printf(
-      "  one device, in turns: %s with %zu contexts (%s); a device per stage: %s each (%s)\n",
-      FormatBytes(parts.shared_device_bytes).c_str(), parts.stages.size(),
-      parts.shared_device_bytes <= r.budget ? "fits" : "does NOT fit",
-      FormatBytes(parts.own_device_bytes).c_str(),
-      parts.own_device_bytes <= r.budget ? "fits" : "does NOT fit");
+      "  one device, in turns: needs %s with %zu contexts (%s); a device per stage: %s each "
+      "(%s)\n",
+      FormatBytes(parts.shared_need.total()).c_str(), parts.stages.size(),
+      parts.shared_need.total() <= usable ? "fits" : "does NOT fit",
+      FormatBytes(parts.own_need.total()).c_str(),
+      parts.own_need.total() <= usable ? "fits" : "does NOT fit");
   auto fewest_text = [](const std::optional<PartsPlan>& p, bool shared) {
     if (!p) return std::string("none, even one level per part");
     return "pipeline.encoder_parts=" + std::to_string(p->encoder_parts) +
-           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (" +
-           FormatBytes(shared ? p->shared_device_bytes : p->own_device_bytes) + ")";
+           " pipeline.decoder_parts=" + std::to_string(p->decoder_parts) + " (needs " +
+           FormatBytes(shared ? p->shared_need.total() : p->own_need.total()) + ")";
   };
   std::printf(
-      "fewest parts that fit %s with activations %s: one device in turns: %s; a device "
+      "fewest parts that fit %s usable with activations %s: one device in turns: %s; a device "
       "per stage: %s\n",
-      FormatBytes(r.budget).c_str(), NameOf(config.pipeline.activations).c_str(),
+      FormatBytes(usable).c_str(), NameOf(config.pipeline.activations).c_str(),
       fewest_text(r.fewest_shared, true).c_str(), fewest_text(r.fewest_own, false).c_str());
   std::printf(
       "\nstate = weights + gradients + optimizer state; the pipeline rows assume both stages "
@@ -336,6 +462,11 @@ int PlanCommand(int argc, char** argv) {
   options.add_options()("config", "YAML config file", cxxopts::value<std::string>())(
       "set", "override a key (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "gpu-mem", "device memory to fit in", cxxopts::value<std::string>()->default_value("16GiB"))(
+      "headroom",
+      "of --gpu-mem, kept free beyond what each way needs: a percentage (10%) or a size (1.5GiB)",
+      cxxopts::value<std::string>()->default_value(kDefaultHeadroom))(
+      "host-mem", "host memory (RAM) every way must fit in (default: this machine's MemTotal)",
+      cxxopts::value<std::string>()->default_value(""))(
       "no-measure", "the estimate from shapes only (no probe runs)")(
       "probe-voxels", "the largest patch (in voxels) a probe run trains (default 262144)",
       cxxopts::value<int64_t>()->default_value(std::to_string(kProbeVoxels)))("json", "print JSON")(

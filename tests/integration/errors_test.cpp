@@ -384,6 +384,34 @@ TEST(ErrorCatalogue, NoSpaceWhileCheckpointing) {
 
 // Every row of docs/ERRORS.md names, in its last column, a test that exists
 // in tests/ (`Suite.Name`), and there are rows for every case the issue lists.
+// A run whose processes would hold more host memory than the machine has
+// (tiny3d at 1024^3: terabytes by the estimate) is refused in one line,
+// exit 2, before any process starts: no run folder, no shared memory.
+TEST(ErrorCatalogue, RunThatCannotFitTheHostIsRefusedBeforeItStarts) {
+  TempDir dir;
+  auto segments = [] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().rfind("up-", 0) == 0) names.insert(e.path().string());
+    return names;
+  };
+  const std::set<std::string> before = segments();
+  for (bool single : {false, true}) {
+    std::vector<std::string> args{
+        "train",     "--config", SourcePath("configs/tiny3d.yaml"), "--out",
+        dir / "run", "--set",    "data.size=[1024,1024,1024]"};
+    if (single) args.push_back("--single-process");
+    const CommandResult r = Launch(args);
+    ExpectOneError(r, 2, "host memory: this run needs about");
+    EXPECT_NE(r.output.find("(MemTotal)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("plan --config C --host-mem"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir / "run")) << "a refused start makes no run folder";
+    EXPECT_EQ(r.output.find("[encoder]"), std::string::npos) << "no stage started: " << r.output;
+  }
+  for (const std::string& name : segments())
+    EXPECT_TRUE(before.count(name)) << name << " left behind by a refused start";
+}
+
 TEST(ErrorCatalogue, EveryRowNamesATestThatExists) {
   const std::string doc = Slurp(SourcePath("docs/ERRORS.md"));
   ASSERT_FALSE(doc.empty());

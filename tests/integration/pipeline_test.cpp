@@ -235,10 +235,10 @@ TEST(Plan, AnswersTheSixteenGiBQuestionForBrats16g) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"name\":\"single-process\""), std::string::npos) << r.output;
   const size_t single = r.output.find("\"name\":\"single-process\"");
-  const size_t recompute = r.output.find("\"name\":\"pipeline recompute\"");
-  ASSERT_NE(recompute, std::string::npos) << r.output;
+  const size_t offload = r.output.find("\"name\":\"pipeline offload\"");
+  ASSERT_NE(offload, std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\"fits\":false", single), std::string::npos);
-  EXPECT_NE(r.output.find("\"fits\":true", recompute), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"fits\":true", offload), std::string::npos) << r.output;
   CommandResult table = RunCommand({BinPath("unet-pipeline"), "plan", "--config",
                                     SourcePath("configs/brats16g.yaml"), "--no-measure"});
   EXPECT_EQ(table.exit_code, 0);

@@ -111,6 +111,15 @@ TEST(PlanMeasured, PartsAreMeasuredStageByStage) {
       JsonField(Row(plan.output, "pipeline recompute"), "stage_tensor_bytes");
   for (const char* stage : {"encoder1", "encoder2", "decoder1", "decoder2"})
     EXPECT_GT(std::stoll(JsonField(stages, stage)), 0) << stage << " in " << stages;
+  // The measured bytes decide, and the row's parts add up to what it needs.
+  const std::string row = Row(plan.output, "pipeline recompute");
+  EXPECT_EQ(JsonField(row, "decided_by"), "measured") << row;
+  EXPECT_EQ(std::stoll(JsonField(row, "tensor_bytes")) +
+                std::stoll(JsonField(row, "reserve_bytes")) +
+                std::stoll(JsonField(row, "workspace_allowance_bytes")) +
+                std::stoll(JsonField(row, "context_bytes")),
+            std::stoll(JsonField(row, "needed_bytes")))
+      << row;
   EXPECT_GT(std::stoll(JsonField(plan.output, "floor_bytes")), 0) << plan.output;
   const std::string pick = JsonField(plan.output, "recommended");
   EXPECT_EQ(JsonField(pick, "way"), "single-process") << pick;  // tiny fits anywhere

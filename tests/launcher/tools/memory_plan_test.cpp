@@ -1,7 +1,7 @@
 // The memory plan's arithmetic: parameter counts equal the real modules',
 // activation counts match a hand count on a tiny model, and the user's case
 // (configs/brats16g.yaml) does not fit 16 GiB in one process but does as a
-// pipeline.
+// pipeline offloading.
 #include "launcher/tools/memory_plan.h"
 
 #include <gtest/gtest.h>
@@ -71,14 +71,15 @@ const std::vector<std::string> kRowNames{"single-process",
 
 TEST(MemoryPlan, Brats16gNeedsThePipelineOnA16GiBCard) {
   const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
-  const auto rows = PlanMemory(c, ParseBytes("16GiB"));
+  const auto rows = PlanMemory(c, ParseCardBudget("16GiB", "10%").usable_bytes());
   ASSERT_EQ(rows.size(), kRowNames.size());
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].name, kRowNames[i]);
   const PlanRow& single = RowNamed(rows, "single-process");
-  EXPECT_FALSE(single.fits) << FormatBytes(single.peak_bytes);
+  EXPECT_FALSE(single.fits) << FormatBytes(single.need.total());
   EXPECT_LT(RowNamed(rows, "single-process checkpointing").peak_bytes, single.peak_bytes);
   const PlanRow& recompute = RowNamed(rows, "pipeline recompute");
-  EXPECT_TRUE(recompute.fits) << FormatBytes(recompute.peak_bytes);
+  EXPECT_TRUE(RowNamed(rows, "pipeline offload").fits)
+      << FormatBytes(RowNamed(rows, "pipeline offload").need.total());
   EXPECT_LT(recompute.peak_bytes, single.peak_bytes);
   EXPECT_GE(RowNamed(rows, "pipeline keep").peak_bytes, recompute.peak_bytes)
       << "keep holds more than recompute";
@@ -121,7 +122,7 @@ TEST(MemoryPlan, RecommendsTheLeastExtraWorkThatFits) {
   auto fit_only = [&](const std::vector<std::string>& names) {
     for (PlanRow& r : rows) r.fits = std::find(names.begin(), names.end(), r.name) != names.end();
   };
-  const int64_t budget = ParseBytes("16GiB");
+  const CardBudget budget = ParseCardBudget("16GiB", "10%");
   fit_only(kRowNames);
   EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "single-process");
   fit_only({"pipeline keep", "single-process checkpointing", "pipeline recompute"});
@@ -233,6 +234,9 @@ TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
     EXPECT_EQ(two.stages[0].key, "encoder");
     EXPECT_EQ(two.shared_device_bytes, RowNamed(rows, std::string("pipeline ") + policy).peak_bytes)
         << policy;
+    EXPECT_EQ(two.shared_need.total(),
+              RowNamed(rows, std::string("pipeline ") + policy).need.total())
+        << policy;
     const PartsPlan six =
         PlanParts(LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml",
                              {std::string("pipeline.activations=") + policy,
@@ -247,12 +251,12 @@ TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
   const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
   // A budget between what two and what more parts need: the fewest that fit.
   const PartsPlan two = PlanParts(c);
-  const int64_t budget = two.own_device_bytes - 1;
+  const int64_t budget = two.own_need.total() - 1;
   const auto fewest = FewestPartsThatFit(c, budget, /*shared=*/false);
   ASSERT_TRUE(fewest.has_value());
   const int stages = fewest->encoder_parts + fewest->decoder_parts;
   EXPECT_GT(stages, 2);
-  EXPECT_LE(fewest->own_device_bytes, budget);
+  EXPECT_LE(fewest->own_need.total(), budget);
   // No split into fewer stages fits, and none of as many has a lower peak:
   // the halves need not be cut alike.
   for (int e = 1; e <= 5; ++e) {
@@ -262,10 +266,10 @@ TEST(MemoryPlanParts, TwoStagesAreThePipelineRowsAndMorePartsShrinkEachStage) {
                                {"pipeline.encoder_parts=" + std::to_string(e),
                                 "pipeline.decoder_parts=" + std::to_string(d)}));
       if (e + d < stages) {
-        EXPECT_GT(p.own_device_bytes, budget) << e << "," << d;
+        EXPECT_GT(p.own_need.total(), budget) << e << "," << d;
       }
       if (e + d == stages) {
-        EXPECT_GE(p.own_device_bytes, fewest->own_device_bytes) << e << "," << d;
+        EXPECT_GE(p.own_need.total(), fewest->own_need.total()) << e << "," << d;
       }
     }
   }
