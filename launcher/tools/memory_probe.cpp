@@ -202,6 +202,11 @@ std::vector<ProbedBytes> ProbeTensorBytes(const std::string& config_path,
       options.executable = exe;
       options.args = args;
       options.output_file = run + ".log";
+      // Freed blocks go back to the kernel, so each process's peak RSS is
+      // what it needs at once, not what the keep policy holds between turns:
+      // a real run keeps blocks only while the machine has room for them
+      // (host_memory_guard.h). Tensor bytes are counted the same either way.
+      options.extra_env = {{"UP_GLIBC_MALLOC_DEFAULTS", "1"}};
       ChildProcess child = ChildProcess::Spawn(options);
       const ExitStatus status =
           child.Wait(std::chrono::steady_clock::now() + std::chrono::hours(1));
