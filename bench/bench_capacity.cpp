@@ -92,6 +92,27 @@ std::vector<Way> Ways(const Config& c) {
   return ways;
 }
 
+// The ways named in `names` (all when empty), in the table's order; an
+// unknown name is a usage error listing the ways.
+std::vector<Way> NamedWays(const Config& c, const std::vector<std::string>& names) {
+  std::vector<Way> ways = Ways(c);
+  if (names.empty()) return ways;
+  for (const std::string& name : names) {
+    if (std::any_of(ways.begin(), ways.end(), [&](const Way& w) { return w.name == name; }))
+      continue;
+    std::string all;
+    for (const Way& w : ways) all += (all.empty() ? "'" : ", '") + w.name + "'";
+    throw UsageError("--way '" + name + "' is not a way bench capacity has for this config; use " +
+                     "one of " + all);
+  }
+  ways.erase(std::remove_if(ways.begin(), ways.end(),
+                            [&](const Way& w) {
+                              return std::find(names.begin(), names.end(), w.name) == names.end();
+                            }),
+             ways.end());
+  return ways;
+}
+
 std::string IntList(const std::vector<int>& v, const char* sep) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + std::to_string(v[i]);
@@ -168,7 +189,8 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
   TempFolder tmp;
   int run_number = 0;
 
-  for (const Way& way : Ways(base)) {
+  const std::vector<Way> ways = NamedWays(base, o.ways);
+  for (const Way& way : ways) {
     CapacityRow row;
     row.way = way.name;
     std::optional<TrainerResult> best;
@@ -247,12 +269,12 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
   auto measure = [&](const CapacityRow& r) {
     return static_cast<double>(scaler.patch() ? r.voxels : r.parameters);
   };
-  double best_single = 0;
-  const std::vector<Way> ways = Ways(base);
-  for (size_t i = 0; i < ways.size(); ++i)
+  double best_single = 0, plain = 0;
+  for (size_t i = 0; i < ways.size(); ++i) {
     if (ways[i].single_way) best_single = std::max(best_single, measure(report.rows[i]));
+    if (ways[i].name == "single-process") plain = measure(report.rows[i]);
+  }
   for (CapacityRow& r : report.rows) {
-    const double plain = measure(report.rows[0]);
     r.vs_plain = plain > 0 ? measure(r) / plain : 0;
     r.vs_best_single = best_single > 0 ? measure(r) / best_single : 0;
   }

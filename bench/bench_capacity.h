@@ -23,6 +23,7 @@ struct CapacityOptions {
   int64_t steps = 2;               // per probe
   int max_scale = 4096;            // the search stops here (a budget too large for the machine)
   std::vector<std::string> sets;   // "key=value" overrides for every run
+  std::vector<std::string> ways;   // only these (by name); empty: every way
 };
 
 struct CapacityRow {

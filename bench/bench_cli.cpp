@@ -205,8 +205,10 @@ int Capacity(int argc, char** argv) {
                                      cxxopts::value<std::string>())(
       "steps", "steps per probe (default 2)", cxxopts::value<int64_t>())(
       "max-scale", "stop the search there (default 4096)", cxxopts::value<int>())(
-      "set", "override a config key in every run (repeatable)",
-      cxxopts::value<std::vector<std::string>>());
+      "way", "only this way (a row's name, e.g. 'pipeline offload+park'; repeatable)",
+      cxxopts::value<std::vector<std::string>>())("set",
+                                                  "override a config key in every run (repeatable)",
+                                                  cxxopts::value<std::vector<std::string>>());
   const auto args = Parse(options, argc, argv);
   if (!args) return 0;
   bench::CapacityOptions o;
@@ -217,6 +219,14 @@ int Capacity(int argc, char** argv) {
   o.max_scale = Get<int>(*args, "max-scale", o.max_scale);
   if (o.max_scale < 1) throw UsageError("--max-scale must be at least 1");
   o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
+  // A name's ", " was split by the option parser: a piece that starts with a
+  // space belongs to the one before it.
+  for (const std::string& piece : Get<std::vector<std::string>>(*args, "way", {})) {
+    if (!o.ways.empty() && !piece.empty() && piece[0] == ' ')
+      o.ways.back() += "," + piece;
+    else
+      o.ways.push_back(piece);
+  }
   const bench::CapacityReport report = bench::RunCapacityBench(o);
   std::cout << (args->count("json") ? bench::CapacityJson(report) + "\n"
                                     : bench::CapacityTable(report))

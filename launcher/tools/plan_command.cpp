@@ -91,6 +91,27 @@ std::optional<LevelTimes> BalanceForPlan(bool quiet, Config* config,
   return times;
 }
 
+// --way NAME (repeatable): only those rows are measured, shown and weighed
+// for the recommendation (a measured plan at a large patch takes minutes a
+// way). A name that is not a row is a usage error listing the rows.
+void KeepNamedWays(const std::vector<std::string>& names, std::vector<PlanRow>* rows) {
+  for (const std::string& name : names) {
+    const bool known = std::any_of(rows->begin(), rows->end(),
+                                   [&](const PlanRow& row) { return row.name == name; });
+    if (known) continue;
+    std::string all;
+    for (const PlanRow& row : *rows) all += (all.empty() ? "'" : ", '") + row.name + "'";
+    throw UsageError("--way '" + name + "' is not a way plan knows for this config; use one of " +
+                     all);
+  }
+  rows->erase(std::remove_if(rows->begin(), rows->end(),
+                             [&](const PlanRow& row) {
+                               return std::find(names.begin(), names.end(), row.name) ==
+                                      names.end();
+                             }),
+              rows->end());
+}
+
 // Each row as a way of training, measured at two small patches (the pipeline
 // rows on one shared device, parked); `fits` then follows the measurement.
 void MeasureRows(const std::vector<std::string>& probe_sets, bool quiet, PlanReport* r) {
@@ -142,6 +163,7 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   std::vector<std::string> probe_sets = user_sets;
   r.times = BalanceForPlan(quiet, &r.config, &probe_sets);
   r.rows = PlanMemory(r.config, r.card.usable_bytes());
+  if (args.count("way")) KeepNamedWays(args["way"].as<std::vector<std::string>>(), &r.rows);
   r.host_mem = ParseHostMem(args["host-mem"].as<std::string>());
   if (r.host_mem <= 0)
     throw UsageError("--host-mem = " + args["host-mem"].as<std::string>() +
@@ -172,6 +194,7 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   r.fewest_own = FewestPartsThatFit(r.config, r.card.usable_bytes(), false);
   r.floor = FloorBytes(r.config);
   r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.card);
+  if (args.count("way")) r.pick.reason += " (weighed only the ways --way named)";
   if (r.pick.fits && r.pick.way == "pipeline parts") {  // its host bytes, by the estimate
     std::vector<std::string> sets = probe_sets;
     for (const std::string& set : r.pick.sets) sets.push_back(set);
@@ -467,7 +490,9 @@ int PlanCommand(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value(kDefaultHeadroom))(
       "host-mem", "host memory (RAM) every way must fit in (default: this machine's MemTotal)",
       cxxopts::value<std::string>()->default_value(""))(
-      "no-measure", "the estimate from shapes only (no probe runs)")(
+      "way", "only this way (a row's name, e.g. 'pipeline offload'; repeatable)",
+      cxxopts::value<std::vector<std::string>>())("no-measure",
+                                                  "the estimate from shapes only (no probe runs)")(
       "probe-voxels", "the largest patch (in voxels) a probe run trains (default 262144)",
       cxxopts::value<int64_t>()->default_value(std::to_string(kProbeVoxels)))("json", "print JSON")(
       "h,help", "this help");

@@ -370,9 +370,12 @@ TEST_F(NnunetWorkflow, RunsStartedAtOnceConvertOnce) {
 }
 
 TEST_F(NnunetWorkflow, PlanMeasuresTheDatasetsOwnNetwork) {
-  // The probes train the plans' network on synthetic data of its patch.
-  const CommandResult r =
-      UpWith("plan", {"--gpu-mem", "16GiB", "--probe-voxels", "4000"}, Set(dir), 600);
+  // The probes train the plans' network on synthetic data of its patch: one
+  // process and the pipeline (--way; every way is PlanMeasured's).
+  const CommandResult r = UpWith("plan",
+                                 {"--gpu-mem", "16GiB", "--probe-voxels", "4000", "--way",
+                                  "single-process", "--way", "pipeline offload"},
+                                 Set(dir), 600);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(": 3-D, "), std::string::npos) << r.output;  // the plans' network
   EXPECT_NE(r.output.find("recommended: "), std::string::npos) << r.output;
