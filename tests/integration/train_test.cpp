@@ -26,10 +26,12 @@ std::vector<double> Losses(const std::string& run) {
   return out;
 }
 
-void ExpectLossFalls(const std::string& config) {
+void ExpectLossFalls(const std::string& config, std::vector<std::string> sets = {}) {
   TempDir dir;
-  CommandResult r =
-      Train({"--single-process", "--config", SourcePath(config), "--out", dir / "run"});
+  std::vector<std::string> args{"--single-process", "--config", SourcePath(config), "--out",
+                                dir / "run"};
+  args.insert(args.end(), sets.begin(), sets.end());
+  CommandResult r = Train(args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<double> losses = Losses(dir / "run");
   ASSERT_GE(losses.size(), 4u);
@@ -43,7 +45,11 @@ void ExpectLossFalls(const std::string& config) {
 }
 
 TEST(SingleProcess, LossFallsOnTiny) { ExpectLossFalls("configs/tiny.yaml"); }
-TEST(SingleProcess, LossFallsOnTiny3d) { ExpectLossFalls("configs/tiny3d.yaml"); }
+// Half of tiny3d's 20 steps: its loss falls by a fifth in the first ten
+// (1.12 to 0.89 averaged over two steps, on this machine).
+TEST(SingleProcess, LossFallsOnTiny3d) {
+  ExpectLossFalls("configs/tiny3d.yaml", {"--set", "train.steps=10"});
+}
 
 TEST(SingleProcess, ResumeToTwentyEqualsTwentyStraight) {
   TempDir dir;
