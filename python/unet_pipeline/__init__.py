@@ -11,7 +11,17 @@ in the checkout the first time (docs/PYTHON.md). Settings are config keys
 RunError whose message is its `unet-pipeline: error: ...` line.
 """
 from .api import Plan, make_sample_data, plan, predict, train
-from .export import export_unet
 from .programs import RunError
+
+
+def __getattr__(name):
+    """export_unet, imported when first used: it imports torch, which nothing else here needs
+    at import time."""
+    if name == "export_unet":
+        from .export import export_unet  # noqa: PLC0415
+
+        return export_unet
+    raise AttributeError(f"module 'unet_pipeline' has no attribute {name!r}")
+
 
 __all__ = ["Plan", "RunError", "export_unet", "make_sample_data", "plan", "predict", "train"]
