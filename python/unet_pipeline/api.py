@@ -147,32 +147,39 @@ class _MetricsProgress:
         self.run_dir = run_dir
         self.offset = 0
         self.partial = ""
-        self.bar = programs.tqdm(desc="train", unit="step", total=total, disable=not show)
-        self()  # a resumed run starts at its checkpoint's step
+        done = self._new_step()  # a resumed run starts at its checkpoint's step
+        self.bar = programs.tqdm(desc="train", unit="step", total=total, disable=not show,
+                                 initial=done["step"] if done else 0)
 
-    def __call__(self):
-        if self.bar.total is None:
-            self.bar.total = _config_steps(self.run_dir)
+    def _new_step(self):
+        """The last step metrics.jsonl gained since the last call, or None."""
         try:
             with open(self.path) as f:
                 f.seek(self.offset)
                 text = f.read()
                 self.offset = f.tell()
         except OSError:
-            return
+            return None
         lines = (self.partial + text).split("\n")
         self.partial = lines.pop()  # a line still being written
         last = None
         for line in lines:
             try:
-                last = json.loads(line)
+                entry = json.loads(line)
             except ValueError:
                 continue
-        if last and "step" in last:
-            self.bar.n = last["step"]
+            if "step" in entry:
+                last = entry
+        return last
+
+    def __call__(self):
+        if self.bar.total is None:
+            self.bar.total = _config_steps(self.run_dir)
+        last = self._new_step()
+        if last:
             self.bar.set_postfix(loss=f"{last['loss']:.4f}", dice=f"{last['dice']:.3f}",
                                  refresh=False)
-            self.bar.refresh()
+            self.bar.update(last["step"] - self.bar.n)
 
     def close(self):
         self.bar.close()
