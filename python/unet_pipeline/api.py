@@ -38,14 +38,15 @@ def _example_tensor(example):
                     "shape, e.g. (1, 4, 32, 32, 32)")
 
 
-def _write_model(model, example, folder, data):
-    """The bundle of model and a config on it, in folder; the config's path."""
+def _write_model(model, example, folder, data_keys):
+    """The bundle of model and a config on it and data_keys ({"data.kind": ...}), in folder;
+    the config's path."""
     from .export import export_unet  # noqa: PLC0415 - imports torch
 
     bundle = os.path.join(folder, BUNDLE_NAME)
     export_unet(model, bundle, _example_tensor(example))
     config = {"model": {"kind": "torchscript", "path": os.path.abspath(bundle)}}
-    for key, value in settings_.data_keys(data).items():
+    for key, value in data_keys.items():
         config.setdefault("data", {})[key.split(".", 1)[1]] = value
     path = os.path.join(folder, CONFIG_NAME)
     with open(path, "w") as f:
@@ -114,9 +115,10 @@ def plan(model, example, *, data=None, measure=True, **settings):
             options += [PLAN_OPTIONS[name], str(settings.pop(name))]
     if not measure:
         options.append("--no-measure")
+    data_keys = settings_.data_keys(data)
     folder = tempfile.mkdtemp(prefix="unet-pipeline-plan-")
     try:
-        config = _write_model(model, example, folder, data)
+        config = _write_model(model, example, folder, data_keys)
         out = programs.run(["plan", "--config", config, "--json"] + options +
                            settings_.set_arguments(settings))
     finally:
@@ -214,8 +216,9 @@ def train(model, example=None, *, data=None, out=None, resume=None, single_proce
         if os.path.exists(os.path.join(run_dir, "config.yaml")):
             raise RunError(f"{programs.ERROR_PREFIX} out={run_dir}: this folder already holds a "
                            f"run; continue it with resume={run_dir!r} or choose another out")
+        data_keys = settings_.data_keys(data)
         os.makedirs(run_dir, exist_ok=True)
-        config = _write_model(model, example, run_dir, data)
+        config = _write_model(model, example, run_dir, data_keys)
         args = ["train", "--config", config, "--out", run_dir]
     if single_process:
         args.append("--single-process")
