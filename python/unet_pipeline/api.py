@@ -9,6 +9,7 @@ export` writes them under the module's own keys). The run folder keeps the
 bundle (bundle/) and the config written (unet_pipeline.yaml) beside the run's
 own files, so `predict` and `--resume` find everything in it.
 """
+import copy
 import html
 import json
 import os
@@ -43,8 +44,11 @@ def _write_model(model, example, folder, data_keys):
     the config's path."""
     from .export import export_unet  # noqa: PLC0415 - imports torch
 
+    tensors = list(model.parameters()) + list(model.buffers())
+    if any(t.device.type != "cpu" for t in tensors):  # a module on a GPU is cut from a CPU copy
+        model = copy.deepcopy(model).cpu()
     bundle = os.path.join(folder, BUNDLE_NAME)
-    export_unet(model, bundle, _example_tensor(example))
+    export_unet(model, bundle, _example_tensor(example).detach().cpu())
     config = {"model": {"kind": "torchscript", "path": os.path.abspath(bundle)}}
     for key, value in data_keys.items():
         config.setdefault("data", {})[key.split(".", 1)[1]] = value
