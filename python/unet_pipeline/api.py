@@ -54,7 +54,8 @@ def _write_model(model, example, folder, data_keys):
         config.setdefault("data", {})[key.split(".", 1)[1]] = value
     path = os.path.join(folder, CONFIG_NAME)
     with open(path, "w") as f:
-        f.write("# written by unet_pipeline (python/unet_pipeline/api.py); settings came as --set\n")
+        f.write("# written by unet_pipeline (python/unet_pipeline/api.py); "
+                "settings came as --set\n")
         json.dump(config, f, indent=2)  # JSON is YAML
         f.write("\n")
     return path

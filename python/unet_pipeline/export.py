@@ -287,8 +287,9 @@ def export_unet(model=None, out_dir=None, example=None, *, down=None, bottleneck
 
 
 def main():
-    """The command scripts/export_unet.py: builds MODULE:CALLABLE(**kwargs) and writes its bundle."""
-    p = argparse.ArgumentParser(prog="export_unet.py",
+    """The command scripts/export_unet.py: builds MODULE:CALLABLE(**kwargs), writes its bundle."""
+    p = argparse.ArgumentParser(
+        prog="export_unet.py",
         description="Write a U-Net as a unet-pipeline TorchScript bundle (model.kind: torchscript).",
         epilog="example: export_unet.py monai.networks.nets:BasicUNet --kwargs "
                "'{\"spatial_dims\": 2, \"in_channels\": 1, \"out_channels\": 2}' "

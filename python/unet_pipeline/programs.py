@@ -29,8 +29,9 @@ def source_dir():
     root = os.environ.get("UP_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
     root = os.path.abspath(root)
     if not os.path.exists(os.path.join(root, "scripts", "build.sh")):
-        raise RunError(f"unet_pipeline: {root} is not a unet-pipeline checkout (no scripts/build.sh); "
-                       "install the package from one with `pip install -e .`, or set UP_SOURCE_DIR")
+        raise RunError(f"unet_pipeline: {root} is not a unet-pipeline checkout (no "
+                       "scripts/build.sh); install the package from one with "
+                       "`pip install -e .`, or set UP_SOURCE_DIR")
     return root
 
 

@@ -50,8 +50,8 @@ def install_deps(checkout, python):
     os.makedirs(bin_dir, exist_ok=True)
     for tool in ("apt-get", "sudo"):
         with open(os.path.join(bin_dir, tool), "w") as f:
-            f.write(f"#!/bin/sh\necho 'install_test: {tool} called: a Debian package is missing' >&2\n"
-                    "exit 1\n")
+            f.write(f"#!/bin/sh\necho 'install_test: {tool} called: a Debian package is "
+                    "missing' >&2\nexit 1\n")
         os.chmod(os.path.join(bin_dir, tool), 0o755)
     env["PATH"] = bin_dir + os.pathsep + env["PATH"]
     done = subprocess.run([os.path.join(checkout, "scripts", "install-deps.sh"), "--train"],

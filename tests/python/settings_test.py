@@ -38,7 +38,8 @@ def main():
     check("a string with ': '", settings.yaml_text("a: b"), '"a: b"')
     check("a string with a comma", settings.yaml_text("a,b"), '"a,b"')
     check("an empty string", settings.yaml_text(""), '""')
-    check("a list of lists", settings.yaml_text([[1, 2, 3], [1, 3], [3]]), "[[1, 2, 3], [1, 3], [3]]")
+    check("a list of lists", settings.yaml_text([[1, 2, 3], [1, 3], [3]]),
+          "[[1, 2, 3], [1, 3], [3]]")
     check("a dict value", settings.yaml_text({"a": 1}), "{a: 1}")
     try:
         settings.yaml_text(object())
