@@ -2,21 +2,27 @@
 #
 # Search order: Torch_DIR / CMAKE_PREFIX_PATH when given (a LibTorch from
 # pytorch.org or a GPU machine's own torch), then the project's `.venv/`
-# (where scripts/install-deps.sh puts the pinned wheel), then whatever
-# `python3 -c 'import torch'` finds. Stops with one clear message otherwise.
+# (where scripts/install-deps.sh puts the pinned wheel, or links the torch
+# another Python already has: then `.venv/bin/python -c 'import torch'` finds
+# it), then whatever `python3 -c 'import torch'` finds. Stops with one clear
+# message otherwise.
 set(_up_torch_hints "")
 file(GLOB _up_venv_torch "${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/torch/share/cmake")
 list(APPEND _up_torch_hints ${_up_venv_torch})
 if(NOT Torch_DIR AND NOT _up_venv_torch)
   find_program(_up_python3 NAMES python3)
-  if(_up_python3)
+  foreach(_up_python "${PROJECT_SOURCE_DIR}/.venv/bin/python" "${_up_python3}")
+    if(NOT EXISTS "${_up_python}")
+      continue()
+    endif()
     execute_process(
-      COMMAND ${_up_python3} -c "import torch, sys; sys.stdout.write(torch.utils.cmake_prefix_path)"
+      COMMAND ${_up_python} -c "import torch, sys; sys.stdout.write(torch.utils.cmake_prefix_path)"
       OUTPUT_VARIABLE _up_py_torch_prefix ERROR_QUIET RESULT_VARIABLE _up_py_rc)
     if(_up_py_rc EQUAL 0 AND _up_py_torch_prefix)
       list(APPEND _up_torch_hints "${_up_py_torch_prefix}")
+      break()
     endif()
-  endif()
+  endforeach()
 endif()
 
 # Caffe2's config looks for the CUDA toolkit; point it at the usual place.

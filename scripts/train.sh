@@ -5,6 +5,8 @@
 #   scripts/train.sh                      # configs/tiny.yaml, end to end
 #   scripts/train.sh --config configs/tiny3d.yaml --single-process
 # Arguments go to `unet-pipeline train`; without --config/--resume, tiny is used.
+# A torch 2.11 or newer that python3 (or UP_PYTHON=...) already imports is
+# built against as it is: install-deps makes .venv see it, downloading none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --train
