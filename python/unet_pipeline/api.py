@@ -23,11 +23,6 @@ from .programs import RunError
 CONFIG_NAME = "unet_pipeline.yaml"
 BUNDLE_NAME = "bundle"
 
-# plan's options that are not config keys: keyword -> command-line option.
-PLAN_OPTIONS = {"gpu_mem": "--gpu-mem", "headroom": "--headroom", "host_mem": "--host-mem",
-                "probe_voxels": "--probe-voxels"}
-
-
 def _example_tensor(example):
     import torch  # noqa: PLC0415 - torch is the caller's; imported when used
 
@@ -110,16 +105,12 @@ class Plan(dict):
 def plan(model, example, *, data=None, measure=True, **settings):
     """Each way's peak memory for this model, and the way to use (a Plan).
 
-    gpu_mem="16GiB", headroom="10%", host_mem=..., probe_voxels=N are plan's
-    own options; measure=False skips the probe runs (the estimate alone);
+    gpu_mem="16GiB", headroom="10%", host_mem=..., probe_voxels=N and
+    ways=["pipeline offload", ...] (only those ways measured) are plan's own
+    options; measure=False skips the probe runs (the estimate alone);
     every other keyword is a config key (settings.py).
     """
-    options = []
-    for name in list(settings):
-        if name in PLAN_OPTIONS:
-            options += [PLAN_OPTIONS[name], str(settings.pop(name))]
-    if not measure:
-        options.append("--no-measure")
+    options = settings_.plan_arguments(settings, measure)  # takes plan's own from settings
     data_keys = settings_.data_keys(data)
     folder = tempfile.mkdtemp(prefix="unet-pipeline-plan-")
     try:

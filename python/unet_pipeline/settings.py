@@ -67,6 +67,26 @@ def set_arguments(settings):
     return args
 
 
+# plan's options that are not config keys: keyword -> command-line option.
+PLAN_OPTIONS = {"gpu_mem": "--gpu-mem", "headroom": "--headroom", "host_mem": "--host-mem",
+                "probe_voxels": "--probe-voxels"}
+
+
+def plan_arguments(settings, measure=True):
+    """plan's own options taken out of settings (the rest are config keys) as arguments;
+    ways= (a name or a list of names) is `--way NAME` for each."""
+    out = []
+    for name in list(settings):
+        if name in PLAN_OPTIONS:
+            out += [PLAN_OPTIONS[name], str(settings.pop(name))]
+    ways = settings.pop("ways", None)
+    for way in [ways] if isinstance(ways, str) else ways or []:
+        out += ["--way", str(way)]
+    if not measure:
+        out.append("--no-measure")
+    return out
+
+
 def data_keys(data):
     """`data=` as config keys: a dict of data.* keys, "synthetic", or a dataset folder.
 

@@ -31,6 +31,14 @@ def main():
         "device": "cuda:0"}}}}), ["--set", "pipeline.stages.encoder.device=cuda:0"])
     check("devices", settings.set_arguments({"devices": ["cuda:0", "cuda:1"]}),
           ["--set", "pipeline.devices=[cuda:0, cuda:1]"])
+    given = {"gpu_mem": "16GiB", "ways": ["single-process", "pipeline offload"],
+             "train__steps": 2}
+    check("plan's own options", settings.plan_arguments(given, measure=False),
+          ["--gpu-mem", "16GiB", "--way", "single-process", "--way", "pipeline offload",
+           "--no-measure"])
+    check("what plan_arguments leaves", given, {"train__steps": 2})
+    check("one way", settings.plan_arguments({"ways": "pipeline offload"}),
+          ["--way", "pipeline offload"])
     check("bool", settings.yaml_text(True), "true")
     check("None", settings.yaml_text(None), "null")
     check("a word", settings.yaml_text("on"), "on")
