@@ -398,7 +398,10 @@ def reserve(state, device):
     default = next((p["allowances"]["reserve_fraction"] for p in plans if p.get("allowances")), None)
     measured = [r["reserve_fraction"] for r in rows if r["reserve_fraction"] is not None]
     doc = {"device": device, "default_reserve_fraction": default, "rows": rows,
-           "max_reserve_fraction": max(measured) if measured else None}
+           "max_reserve_fraction": max(measured) if measured else None,
+           # The allocator setting the runs had (expandable segments unless set).
+           "cuda_alloc_conf": next((p["cuda_alloc_conf"] for p in plans
+                                    if p.get("cuda_alloc_conf")), None)}
     if not measured:
         doc["not_measured"] = ("no run reported the caching allocator's reserved bytes "
                                "(peak_reserved_bytes is a CUDA figure)")

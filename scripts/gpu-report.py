@@ -135,6 +135,7 @@ def reserve_section(by):
            f"Reserved over allocated per way (each process's reserved peak, summed), beside plan's tensor "
            f"bytes and what it says the way needs; plan's default allowance is "
            f"{num(f.get('default_reserve_fraction'), '{:.0%}')} of the tensor bytes."
+           + (f" The runs had `{f['cuda_alloc_conf']}`." if f.get("cuda_alloc_conf") else "")
            + (f" Reserved not measured: {f['not_measured']}." if f.get("not_measured") else ""), "",
            "| run | way | allocated (GiB) | reserved (GiB) | reserve | plan: tensors (GiB) "
            "| plan / allocated | plan: needed (GiB) |",

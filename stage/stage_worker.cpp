@@ -17,6 +17,7 @@
 #include "common/base/test_hooks.h"
 #include "common/base/trace.h"
 #include "common/config/config_file.h"
+#include "common/device/cuda_allocator_config.h"
 #include "common/device/device_memory.h"
 #include "common/device/out_of_memory.h"
 #include "common/device/tensor_accounting.h"
@@ -411,7 +412,8 @@ int StageMain(int argc, char** argv, const std::string& stage, const WorkerFacto
   // Ctrl-C reaches the whole process group: the launcher decides how the run
   // stops (finish the step, checkpoint), so the stages ignore it.
   signal(SIGINT, SIG_IGN);
-  InstallTensorAccounting();  // before the first tensor
+  UseCudaAllocatorDefaults();  // a stage started alone too
+  InstallTensorAccounting();   // before the first tensor
   if (WantsStageAlone(argc, argv)) return StageAloneMain(argc, argv, stage, factory);
   std::optional<ControlChannel> control;
   std::optional<Config> config;  // for the out-of-memory line

@@ -9,6 +9,7 @@
 
 #include "bench/bench_cli.h"
 #include "common/base/errors.h"
+#include "common/device/cuda_allocator_config.h"
 #include "common/device/device_memory.h"
 #include "common/device/tensor_accounting.h"
 #include "launcher/cli/train_command.h"
@@ -83,7 +84,8 @@ int Version() {
 }  // namespace
 
 int LauncherMain(int argc, char** argv) {
-  InstallTensorAccounting();  // before the first tensor: summary.json's peak_tensor_bytes
+  UseCudaAllocatorDefaults();  // before any CUDA allocation; the stages inherit it
+  InstallTensorAccounting();   // before the first tensor: summary.json's peak_tensor_bytes
   try {
     if (argc < 2) {
       std::cerr << Usage() << std::endl;

@@ -39,7 +39,9 @@ inline constexpr int64_t kContextAllowanceBytes = 1LL << 30;
 // cudaMalloc the allocator frees its wholly unused segments and retries, so
 // only such partly used segments count at the peak). Reserved over allocated
 // in CNN training is commonly 1.05x to 1.3x; 15% covers the rounding and a
-// typical split remainder. A default until the GPU check measures it.
+// typical split remainder. Every process of a run sets expandable segments
+// (common/device/cuda_allocator_config.h), which leave no split remainders:
+// the 15% stays, a margin, until the GPU check measures it.
 inline constexpr double kAllocatorReserveFraction = 0.15;
 
 // Per process: the scratch cuDNN's convolution algorithms and cuBLAS take

@@ -18,6 +18,7 @@
 #include "common/base/errors.h"
 #include "common/base/json_writer.h"
 #include "common/config/config_file.h"
+#include "common/device/cuda_allocator_config.h"
 #include "common/device/device_memory.h"
 #include "common/layout/level_times.h"
 #include "launcher/time_balance.h"
@@ -320,6 +321,7 @@ void PrintPlanJson(const PlanReport& r) {
       .Field("headroom", r.card.headroom_text)
       .Field("headroom_bytes", r.card.headroom_bytes)
       .Field("usable_bytes", r.card.usable_bytes())
+      .Field("cuda_alloc_conf", CudaAllocatorConfigText())
       .Field("host_mem_bytes", r.host_mem)
       .Field("host_runtime_bytes_per_process", kHostRuntimeAllowanceBytes)
       .Raw("allowances", AllowancesJson())
@@ -355,11 +357,13 @@ void PrintVerdictNote(const PlanReport& r) {
       "\nneeded = tensor bytes + %.0f%% of them for the caching allocator's reserve + %s "
       "workspace\n"
       "  (cuDNN, cuBLAS) and %s CUDA context per process (defaults until a GPU measures them:\n"
-      "  docs/MEMORY.md); fits: needed <= %s usable.\n  Decided by %s.\n",
+      "  docs/MEMORY.md); fits: needed <= %s usable.\n  Decided by %s.\n"
+      "  The runs train with %s, which keeps the allocator's reserve low.\n",
       kAllocatorReserveFraction * 100, FormatBytes(kWorkspaceAllowanceBytes).c_str(),
       FormatBytes(kContextAllowanceBytes).c_str(), FormatBytes(r.card.usable_bytes()).c_str(),
       r.measure ? "the measured tensor bytes (the estimate is shown beside them)"
-                : "the estimate: its tensor bytes, less its contexts (--no-measure)");
+                : "the estimate: its tensor bytes, less its contexts (--no-measure)",
+      CudaAllocatorConfigText().c_str());
   std::printf(
       "host = what every process of the way holds in host memory together at its peak (parked\n"
       "  state, offloaded activations, ring slots, %s runtime per process%s);\n"

@@ -109,6 +109,27 @@ TEST(PlanVerdict, TheTableSaysWhatNeededCountsAndWhatDecided) {
     EXPECT_NE(r.output.find(says), std::string::npos) << says << " in " << r.output;
 }
 
+// Every run trains with expandable segments unless the user set the
+// allocator's configuration; plan says which is in effect (table and JSON).
+TEST(PlanVerdict, SaysTheCudaAllocatorSettingTheRunsTrainWith) {
+  const CommandResult ours =
+      RunCommand({"/usr/bin/env", "-u", "PYTORCH_CUDA_ALLOC_CONF", "-u", "PYTORCH_ALLOC_CONF",
+                  BinPath("unet-pipeline"), "plan", "--config", SourcePath("configs/brats16g.yaml"),
+                  "--no-measure", "--json"});
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  EXPECT_EQ(JsonField(ours.output, "cuda_alloc_conf"),
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  const CommandResult theirs =
+      RunCommand({"/usr/bin/env", "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6",
+                  BinPath("unet-pipeline"), "plan", "--config", SourcePath("configs/brats16g.yaml"),
+                  "--no-measure"});
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+  EXPECT_NE(
+      theirs.output.find("train with PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6"),
+      std::string::npos)
+      << theirs.output;
+}
+
 // --host-mem: the machine's MemTotal by default, or a size; the recommended
 // way fits the host too, so a small host turns the pick to a way holding
 // less host memory (or none).
