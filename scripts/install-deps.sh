@@ -77,6 +77,19 @@ for spec in sys.argv[1:]:
 PY
 }
 
+# pip_pinned WHAT SPEC...: the test tools' NAME==VERSION SPECs into .venv
+# (everything but --train), each pinned, so no dependency is resolved; a
+# no-op when all are there already.
+pip_pinned() {
+  local what=$1
+  shift
+  if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "$@"; then
+    echo "install-deps: installing $what"
+    logged "installing $what" \
+      .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$@"
+  fi
+}
+
 # The .pth file through which .venv sees another Python's site-packages.
 LINK_PTH=unet_pipeline_torch.pth
 TORCH_PYTHON="${UP_PYTHON:-python3}"
@@ -147,11 +160,7 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
   # that replaces the pinned torch.
   PY_TEST_PACKAGES=("dynamic-network-architectures==0.4.4" "einops==0.8.2" "numpy==2.4.6"
                     "monai==1.6.1")
-  if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "${PY_TEST_PACKAGES[@]}"; then
-    echo "install-deps: installing the parity tests' references: ${PY_TEST_PACKAGES[*]}"
-    logged "installing the parity tests' references" \
-      .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "${PY_TEST_PACKAGES[@]}"
-  fi
+  pip_pinned "the parity tests' references: ${PY_TEST_PACKAGES[*]}" "${PY_TEST_PACKAGES[@]}"
   # nnU-Net v2 itself: `data.kind: nnunet` reads its preprocessed cases with
   # it, and the tests run its planner, trainer and predictor against this
   # project's: nnunetv2 and exactly what those import (found by importing
@@ -167,12 +176,8 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
                          "python-dateutil==4.0.0" "scikit-image==0.26.0" "scikit-learn==1.9.1"
                          "scipy==1.17.1" "seaborn==0.13.2" "simpleitk==2.5.7" "six==1.17.0"
                          "threadpoolctl==3.8.0" "tifffile==2026.3.3" "tqdm==4.70.1")
-  if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "${PY_PREDICTOR_PACKAGES[@]}"; then
-    echo "install-deps: installing nnU-Net v2 (nnunetv2 and what it imports) for data.kind: nnunet and the tests"
-    logged "installing nnU-Net v2" \
-      .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
-      "${PY_PREDICTOR_PACKAGES[@]}"
-  fi
+  pip_pinned "nnU-Net v2 (nnunetv2 and what it imports) for data.kind: nnunet and the tests" \
+    "${PY_PREDICTOR_PACKAGES[@]}"
   # The notebook test's executor (nbclient, a Python kernel) and `wheel`, which
   # setuptools 65 needs to build the package editable (`pip install -e .`) in
   # the package test's venv: each pinned, without optional dependencies.
@@ -187,11 +192,7 @@ if [ "${UP_SKIP_TORCH:-0}" != "1" ]; then
                         "referencing==0.37.0" "rpds-py==2026.9.1" "stack-data==0.6.3"
                         "asttokens==3.0.2" "executing==2.3.0" "parso==0.8.7" "ptyprocess==0.7.0"
                         "wcwidth==0.9.5" "pure_eval==0.2.4" "tzdata==2026.6")
-  if [ "$TRAIN_ONLY" = 0 ] && ! pinned_installed "${PY_NOTEBOOK_PACKAGES[@]}"; then
-    echo "install-deps: installing the notebook test's executor (nbclient, ipykernel) and wheel"
-    logged "installing the notebook test's executor" \
-      .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
-      "${PY_NOTEBOOK_PACKAGES[@]}"
-  fi
+  pip_pinned "the notebook test's executor (nbclient, ipykernel) and wheel" \
+    "${PY_NOTEBOOK_PACKAGES[@]}"
 fi
 echo "install-deps: ok"
