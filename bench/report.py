@@ -748,6 +748,51 @@ def user_case_verdict(uc, plan, kernels=""):
     return out
 
 
+def whole_volume_section(res):
+    """A whole BraTS volume: plan's table against a 16 GiB card with its
+    headroom, and the way it recommends trained for real at that size."""
+    plan = res.get("plan-brats-whole")
+    if not plan:
+        return []
+    uc = res.get("user-case-brats-whole")
+    usable = plan.get("usable_bytes", 0)
+    out = ["## A whole BraTS volume against a 16 GiB card", ""]
+    out += text(res, "brats-whole")
+    out += [
+        f"| way | tensor bytes (GiB) | needed on the card (GiB) | fits {usable / GIB:.1f} GiB "
+        "| host (GiB) | fits the host |",
+        "|---|---:|---:|---|---:|---|",
+    ]
+    for r in plan["rows"]:
+        out.append(f"| {r['name']} | {r['tensor_bytes'] / GIB:.2f} | {r['needed_bytes'] / GIB:.2f} | "
+                   f"{'yes' if r['fits'] else 'no'} | {r['host_bytes'] / GIB:.1f} | "
+                   f"{'yes' if r.get('fits_host') else 'no'} |")
+    out.append("")
+    rec = plan["recommended"]
+    out += [f"plan recommends **{rec['way']}**: {rec['reason']}.", ""]
+    for r in (uc or {}).get("rows", []):
+        if "error" in r:
+            out += [f"Trained for real, {r['way']} failed: {r['error']}", ""]
+            continue
+        row = next((x for x in plan["rows"] if x["name"] == r["way"]), None)
+        measured = r["peak_device_tensor_bytes"]
+        line = (f"Trained for real (`{uc['provenance']['command']}`, {uc['provenance']['date']}): "
+                f"{r['way']} held **{measured / GIB:.2f} GiB** of tensors at its peak")
+        if row:
+            ratio = row["tensor_bytes"] / measured
+            line += (f", against plan's {row['tensor_bytes'] / GIB:.2f} GiB: plan / measured "
+                     f"{ratio:.3f} (target within 10%: {verdict(0.9 <= ratio <= 1.1)})")
+        rss = r.get("peak_rss_bytes") or {}
+        if rss:
+            line += (f"; the processes' peak RSS {sum(rss.values()) / GIB:.1f} GiB together, "
+                     "freed blocks given back (`UP_GLIBC_MALLOC_DEFAULTS=1`)")
+            if row:
+                line += f", against plan's host bytes {row['host_bytes'] / GIB:.1f} GiB"
+        line += "."
+        out += [line, ""]
+    return out
+
+
 def user_case_section(res, plans):
     """brats16g's measured plan rows (fp32 and bf16, one sample per micro-batch)."""
     plans = [(p, t) for p, t in plans if p]
@@ -1129,6 +1174,7 @@ def render(res, old_text=""):
     lines += one_card_section(res)
     lines += one_card_targets(res)
     lines += budget_section(res)
+    lines += whole_volume_section(res)
     lines += resenc_l_section(res)
     lines += stages_sections(res)
     lines += capacity_all(res)

@@ -99,6 +99,13 @@ echo "== user case ResEnc L (bench/user_case.py --case resenc-l)" >&2
 UP_USER_CASE_WAYS="pipeline offload" python3 bench/user_case.py --case resenc-l "$BIN" \
   "$OUT/user-case-resenc-l.json.tmp" fp32
 keep user-case-resenc-l "UP_USER_CASE_WAYS=\"pipeline offload\" python3 bench/user_case.py --case resenc-l $BIN OUT.json fp32"
+# A whole BraTS volume (240x240x160, 2 micro-batches of one volume): plan's
+# table against 16 GiB (about 7 minutes on 2 cores). Its real step is not run
+# here: on a CPU without AVX-512, oneDNN computes the decoder's 64-to-32
+# weight gradient at that size with its reference kernel (hours); the command,
+# for a machine that can: UP_USER_CASE_WAYS=WAY python3 bench/user_case.py
+# --case brats-whole BIN OUT.json fp32.
+plan plan-brats-whole --set train.micro_batches=2 --set "data.size=[240,240,160]"
 # The largest model (and patch) each way of training fits in one budget.
 run capacity-tiny capacity --config configs/tiny.yaml --budget 24MiB
 run capacity-tiny-patch capacity --config configs/tiny.yaml --budget 24MiB --scale patch

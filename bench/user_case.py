@@ -6,8 +6,9 @@ training in turn; each run's peak tensor bytes (summary.json) next to what
 
 usage: user_case.py [--case CASE] BIN OUT_JSON [PRECISION...]   (default: fp32)
 CASE is brats16g (the default: the 3-D U-Net at 192x192x96, 2 micro-batches of
-one sample) or resenc-l (nnU-Net's ResEnc L plan at 160x192x160, its batch of 3
-as 3 micro-batches of one volume).
+one sample), brats-whole (the same network on a whole BraTS volume, 240x240x160)
+or resenc-l (nnU-Net's ResEnc L plan at 160x192x160, its batch of 3 as 3
+micro-batches of one volume).
 UP_USER_CASE_WAYS=name,name,... runs only those ways.
 A run takes minutes on 2 cores (brats16g) or tens of minutes (resenc-l);
 bench/run-all.sh calls this.
@@ -40,6 +41,11 @@ CASES = {
                  "micro_batches": 2},
     "resenc-l": {"config": "configs/nnunet-resenc-l.yaml", "patch": [160, 192, 160],
                  "batch_size": 3, "micro_batches": 3},
+    # A whole BraTS volume (240x240x155 padded to a multiple of 16 on its
+    # last axis): brats16g's network on it, 2 micro-batches of one volume.
+    "brats-whole": {"config": "configs/brats16g.yaml", "patch": [240, 240, 160],
+                    "batch_size": 2, "micro_batches": 2,
+                    "sets": ["data.size=[240,240,160]"]},
 }
 COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
           "--set", "train.threads=2",
@@ -87,6 +93,8 @@ def main():
     precisions = argv[2:] or ["fp32"]
     common = COMMON + ["--set", f"train.batch_size={case['batch_size']}",
                        "--set", f"train.micro_batches={case['micro_batches']}"]
+    for extra in case.get("sets", []):
+        common += ["--set", extra]
     rows = []
     tmp = tempfile.mkdtemp(prefix="up-user-case-")
     try:
@@ -116,6 +124,7 @@ def main():
                     "precision": precision, "way": way,
                     "peak_device_tensor_bytes": s["peak_device_tensor_bytes"]["cpu"],
                     "peak_tensor_bytes": s["peak_tensor_bytes"],
+                    "peak_rss_bytes": s.get("peak_rss_bytes"),
                     "step_s": steps[-1]["step_s"], "wall_s": round(time.time() - t0, 1),
                 })
                 shutil.rmtree(run)
