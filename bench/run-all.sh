@@ -101,7 +101,7 @@ UP_USER_CASE_WAYS="pipeline offload" python3 bench/user_case.py --case resenc-l 
 keep user-case-resenc-l "UP_USER_CASE_WAYS=\"pipeline offload\" python3 bench/user_case.py --case resenc-l $BIN OUT.json fp32"
 # A whole BraTS volume (240x240x160, 2 micro-batches of one volume): plan's
 # table against 16 GiB (about 7 minutes on 2 cores). Its real step is not run
-# here: on a CPU without AVX-512, oneDNN computes the decoder's 64-to-32
+# here: on this machine's CPU (no AVX-512), oneDNN computes the decoder's 64-to-32
 # weight gradient at that size with its reference kernel (hours); the command,
 # for a machine that can: UP_USER_CASE_WAYS=WAY python3 bench/user_case.py
 # --case brats-whole BIN OUT.json fp32.
