@@ -102,7 +102,8 @@ keep user-case-resenc-l "UP_USER_CASE_WAYS=\"pipeline offload\" python3 bench/us
 # A whole BraTS volume (240x240x160, 2 micro-batches of one volume): plan's
 # table against 16 GiB (about 7 minutes on 2 cores). Its real step is not run
 # here: on this machine's CPU (no AVX-512), oneDNN computes the decoder's 64-to-32
-# weight gradient at that size with its reference kernel (hours); the command,
+# weight gradient at that size with its reference kernel (one step took over
+# 25 minutes and was stopped); the command,
 # for a machine that can: UP_USER_CASE_WAYS=WAY python3 bench/user_case.py
 # --case brats-whole BIN OUT.json fp32.
 plan plan-brats-whole --set train.micro_batches=2 --set "data.size=[240,240,160]"
