@@ -16,6 +16,7 @@
 #include "bench/bench_trainer.h"
 #include "bench/bench_util.h"
 #include "common/base/byte_size.h"
+#include "common/base/command_line.h"
 #include "common/base/errors.h"
 #include "common/base/json_writer.h"
 #include "common/config/config_file.h"
@@ -89,27 +90,6 @@ std::vector<Way> Ways(const Config& c) {
       {"pipeline offload+park, mb of 1", false, {recompute, unit, parked, park, mb1}, false},
   };
   ways.insert(ways.end(), finer.begin(), finer.end());
-  return ways;
-}
-
-// The ways named in `names` (all when empty), in the table's order; an
-// unknown name is a usage error listing the ways.
-std::vector<Way> NamedWays(const Config& c, const std::vector<std::string>& names) {
-  std::vector<Way> ways = Ways(c);
-  if (names.empty()) return ways;
-  for (const std::string& name : names) {
-    if (std::any_of(ways.begin(), ways.end(), [&](const Way& w) { return w.name == name; }))
-      continue;
-    std::string all;
-    for (const Way& w : ways) all += (all.empty() ? "'" : ", '") + w.name + "'";
-    throw UsageError("--way '" + name + "' is not a way bench capacity has for this config; use " +
-                     "one of " + all);
-  }
-  ways.erase(std::remove_if(ways.begin(), ways.end(),
-                            [&](const Way& w) {
-                              return std::find(names.begin(), names.end(), w.name) == names.end();
-                            }),
-             ways.end());
   return ways;
 }
 
@@ -189,7 +169,9 @@ CapacityReport RunCapacityBench(const CapacityOptions& o) {
   TempFolder tmp;
   int run_number = 0;
 
-  const std::vector<Way> ways = NamedWays(base, o.ways);
+  std::vector<Way> ways = Ways(base);
+  KeepNamedWays(
+      o.ways, [](const Way& w) { return w.name; }, "bench capacity has", &ways);
   for (const Way& way : ways) {
     CapacityRow row;
     row.way = way.name;

@@ -219,14 +219,7 @@ int Capacity(int argc, char** argv) {
   o.max_scale = Get<int>(*args, "max-scale", o.max_scale);
   if (o.max_scale < 1) throw UsageError("--max-scale must be at least 1");
   o.sets = RejoinOverrides(Get<std::vector<std::string>>(*args, "set", {}));
-  // A name's ", " was split by the option parser: a piece that starts with a
-  // space belongs to the one before it.
-  for (const std::string& piece : Get<std::vector<std::string>>(*args, "way", {})) {
-    if (!o.ways.empty() && !piece.empty() && piece[0] == ' ')
-      o.ways.back() += "," + piece;
-    else
-      o.ways.push_back(piece);
-  }
+  o.ways = Get<std::vector<std::string>>(*args, "way", {});  // names keep their commas
   const bench::CapacityReport report = bench::RunCapacityBench(o);
   std::cout << (args->count("json") ? bench::CapacityJson(report) + "\n"
                                     : bench::CapacityTable(report))

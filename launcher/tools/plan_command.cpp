@@ -92,27 +92,6 @@ std::optional<LevelTimes> BalanceForPlan(bool quiet, Config* config,
   return times;
 }
 
-// --way NAME (repeatable): only those rows are measured, shown and weighed
-// for the recommendation (a measured plan at a large patch takes minutes a
-// way). A name that is not a row is a usage error listing the rows.
-void KeepNamedWays(const std::vector<std::string>& names, std::vector<PlanRow>* rows) {
-  for (const std::string& name : names) {
-    const bool known = std::any_of(rows->begin(), rows->end(),
-                                   [&](const PlanRow& row) { return row.name == name; });
-    if (known) continue;
-    std::string all;
-    for (const PlanRow& row : *rows) all += (all.empty() ? "'" : ", '") + row.name + "'";
-    throw UsageError("--way '" + name + "' is not a way plan knows for this config; use one of " +
-                     all);
-  }
-  rows->erase(std::remove_if(rows->begin(), rows->end(),
-                             [&](const PlanRow& row) {
-                               return std::find(names.begin(), names.end(), row.name) ==
-                                      names.end();
-                             }),
-              rows->end());
-}
-
 // Each row as a way of training, measured at two small patches (the pipeline
 // rows on one shared device, parked); `fits` then follows the measurement.
 void MeasureRows(const std::vector<std::string>& probe_sets, bool quiet, PlanReport* r) {
@@ -164,7 +143,13 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   std::vector<std::string> probe_sets = user_sets;
   r.times = BalanceForPlan(quiet, &r.config, &probe_sets);
   r.rows = PlanMemory(r.config, r.card.usable_bytes());
-  if (args.count("way")) KeepNamedWays(args["way"].as<std::vector<std::string>>(), &r.rows);
+  // --way: only the named rows are measured, shown and weighed (a measured
+  // plan at a large patch takes minutes a way).
+  if (args.count("way")) {
+    KeepNamedWays(
+        args["way"].as<std::vector<std::string>>(), [](const PlanRow& row) { return row.name; },
+        "plan knows", &r.rows);
+  }
   r.host_mem = ParseHostMem(args["host-mem"].as<std::string>());
   if (r.host_mem <= 0)
     throw UsageError("--host-mem = " + args["host-mem"].as<std::string>() +
