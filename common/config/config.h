@@ -34,6 +34,11 @@ enum class ModelKind { kClassic, kNnunet, kTorchscript };
 UP_CONFIG_CHOICE(ModelKind, "classic", "nnunet", "torchscript");
 enum class Norm { kBatch, kGroup, kInstance };
 UP_CONFIG_CHOICE(Norm, "batch", "group", "instance");
+// model.memory: the model as written (bit for bit the reference's), or lean
+// blocks that hold less for the same arithmetic in another order
+// (common/model/lean_block.h).
+enum class ModelMemory { kDefault, kLean };
+UP_CONFIG_CHOICE(ModelMemory, "default", "lean");
 enum class DataKind { kSynthetic, kFolder, kNifti, kCache, kNnunet };
 UP_CONFIG_CHOICE(DataKind, "synthetic", "folder", "nifti", "cache", "nnunet");
 enum class Preset { kNone, kNnunet };
@@ -90,6 +95,7 @@ struct ModelConfig {
   int num_classes = 3;                       // >= 2
   std::vector<int> features{8, 16, 32, 64};  // channels per level, 1..8 levels, each >= 1
   Norm norm = Norm::kBatch;
+  ModelMemory memory = ModelMemory::kDefault;
   int groups = 8;  // model.groups: GroupNorm groups; must divide every width
   // nnunet: model.plans (a plans JSON, read at load time) and
   // model.configuration name where `nnunet` came from; model.architecture

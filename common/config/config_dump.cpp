@@ -22,7 +22,8 @@ std::vector<std::string> PartsOf(const std::string& path) {
 }
 
 bool Hashed(const ConfigKey& key, const Config& c) {
-  return key.written && key.in_hash && Applies(key.when, c);
+  if (!key.written || !key.in_hash || !Applies(key.when, c)) return false;
+  return key.hashed_at_default || KeyValueText(key, c) != KeyValueText(key, Config{});
 }
 
 }  // namespace

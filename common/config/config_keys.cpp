@@ -53,6 +53,10 @@ struct Row : ConfigKey {
     in_hash = false;
     return *this;
   }
+  Row& NotHashedAtDefault() {
+    hashed_at_default = false;
+    return *this;
+  }
   Row& ByHand() {
     by_hand = true;
     return *this;
@@ -114,6 +118,9 @@ std::vector<Row> ModelKeys() {
       Row("model.groups", T::kInt, UP_FIELD(model.groups), "GroupNorm groups")
           .Ints(1)
           .Only(When::kClassicModel),
+      Row("model.memory", T::kChoice, UP_CHOICE(model.memory),
+          "the blocks as written, or lean blocks that hold less")
+          .NotHashedAtDefault(),
       Row("model.regions", T::kRegions, {}, "region-based training: the classes of each output")
           .ByHand(),
       Row("model.regions_class_order", T::kIntList, UP_FIELD(model.regions_class_order),

@@ -101,7 +101,10 @@ struct ConfigKey {
   int list_min = 0;           // kIntList: each entry >= this
   bool null_is_zero = false;  // kReal: null reads as 0
   When when = When::kAlways;
-  bool in_hash = true;   // enters ConfigHash: changes what the run trains
+  bool in_hash = true;  // enters ConfigHash: changes what the run trains
+  // A key added after runs existed: at its default it does not enter the
+  // hash, so those runs keep their hash and resume.
+  bool hashed_at_default = true;
   bool by_hand = false;  // read by its family's reader, not by the generic loop
   bool written = true;   // the dump writes it (when it applies)
   // The default as docs/CONFIG.md shows it where it is not the value of a

@@ -71,6 +71,7 @@ void ReadModel(const Reader& r, Config* c) {
   ModelConfig* m = &c->model;
   r.Key("model.kind", c);
   r.CheckApplies("model", *c);
+  r.Key("model.memory", c);
   if (m->kind == ModelKind::kTorchscript) {
     ReadTorchscriptModel(r, c);
     return;

@@ -67,6 +67,16 @@ void CheckModelRules(const Reader& r, const Config& c) {
     }
   }
 
+  if (m.memory == ModelMemory::kLean && m.kind == ModelKind::kTorchscript) {
+    r.FailAt("model.memory", Quote(NameOf(m.memory)),
+             "needs model.kind = classic or nnunet: a TorchScript bundle's blocks are its own "
+             "code, which this project cannot rewrite; set model.memory: default");
+  }
+  if (m.memory == ModelMemory::kLean && c.train.precision != Precision::kFp32) {
+    r.FailAt("model.memory", Quote(NameOf(m.memory)),
+             "trains in fp32 only for now (train.precision is '" + NameOf(c.train.precision) +
+                 "'); set train.precision: fp32 or model.memory: default");
+  }
   if (c.train.deep_supervision && m.kind == ModelKind::kClassic) {
     r.FailAt("train.deep_supervision", "true",
              "needs model.kind = nnunet or torchscript (the classic U-Net has one head); set it "

@@ -27,10 +27,13 @@ int64_t Product(const std::vector<int>& v) {
 // inputs its graph saves: an input nothing saves is let go once the block is
 // rebuilt, level_checkpoint.h), `out` its output, whose gradient enters it.
 // Its backward begins holding all of that and the gradient, and its last
-// operation makes one more gradient of the output's size.
-void EndBlock(int64_t start, int64_t input, int64_t held, int64_t out, StageCounts* s) {
+// operation makes one more gradient of the output's size. `unsaved`: of the
+// activations counted since `start`, what the rebuilt block's graph does not
+// save (a lean block's output: NormAct saves only the norm's input).
+void EndBlock(int64_t start, int64_t input, int64_t held, int64_t out, StageCounts* s,
+              int64_t unsaved = 0) {
   s->block_checkpoint_elements += input;
-  const int64_t block = s->activation_elements - start + held + out;
+  const int64_t block = s->activation_elements - start - unsaved + held + out;
   s->largest_block = std::max(s->largest_block, block);
   s->largest_backward = std::max(s->largest_backward, block + out);
 }
@@ -45,6 +48,15 @@ void EndBlock(int64_t start, int64_t input, int64_t held, int64_t out, StageCoun
 // (level_checkpoint.h).
 void ConvBackward(int64_t in, int64_t out, int64_t held, StageCounts* s) {
   s->largest_backward = std::max(s->largest_backward, held + 3 * in + 2 * out);
+}
+
+// A lean concatenation convolution's backward (model.memory: lean,
+// common/model/lean_block.h), its parts of `part` elements each: per part,
+// its weight gradient (the part and the kernel's copy, the output's gradient
+// and its copy) and then its input gradient once the part is let go. `held`:
+// what the block's earlier operations save and the other part.
+void LeanConcatBackward(int64_t part, int64_t out, int64_t held, StageCounts* s) {
+  s->largest_backward = std::max(s->largest_backward, held + 2 * part + 2 * out);
 }
 
 // A level's checkpoint (its inputs) and its whole working set; a level that
@@ -62,20 +74,31 @@ void EndLevel(int64_t input, StageCounts* s) {
 // conv-norm-ReLU a block. `kept`: what checkpointing keeps of the first block
 // (its inputs), `held`: what its rebuild holds besides its conv's input (an
 // encoder level's input before the pooling; the decoder's level below, which
-// the upsampling saves).
+// the upsampling saves). `lean_concat`: the first conv takes its input as two
+// halves without concatenating them (a lean decoder level): it saves the
+// upsampled half, and the skip half, which its maker holds, is held too.
 void AddDoubleConv(const Config& c, int64_t in, int64_t out, int64_t voxels, StageCounts* s,
-                   int64_t kept, int64_t held) {
+                   int64_t kept, int64_t held, bool lean_concat = false) {
   const int64_t k = Pow(3, c.model.dims);
   s->parameters += k * in * out + k * out * out + 4 * out;  // convs + two affine norms
   if (c.model.norm == Norm::kBatch)
     s->buffer_elements += 4 * out + 2;  // running mean/var (+ counters)
+  // Lean (model.memory), a block's output is not saved in its rebuild.
+  const int64_t unsaved = c.model.memory == ModelMemory::kLean ? out * voxels : 0;
   int64_t start = s->activation_elements;
-  s->activation_elements += in * voxels + 2 * out * voxels;
-  EndBlock(start, kept, held, out * voxels, s);
-  ConvBackward(in * voxels, out * voxels, held, s);
+  if (lean_concat) {
+    const int64_t part = in / 2 * voxels;
+    s->activation_elements += part + 2 * out * voxels;
+    EndBlock(start, kept, held + part, out * voxels, s, unsaved);
+    LeanConcatBackward(part, out * voxels, held + part, s);
+  } else {
+    s->activation_elements += in * voxels + 2 * out * voxels;
+    EndBlock(start, kept, held, out * voxels, s, unsaved);
+    ConvBackward(in * voxels, out * voxels, held, s);
+  }
   start = s->activation_elements;
   s->activation_elements += 2 * out * voxels;
-  EndBlock(start, out * voxels, out * voxels, out * voxels, s);  // its input
+  EndBlock(start, out * voxels, out * voxels, out * voxels, s, unsaved);  // its input
   ConvBackward(out * voxels, out * voxels, 0, s);
   s->largest_tensor = std::max(s->largest_tensor, std::max(in, out) * voxels);
 }
@@ -136,7 +159,10 @@ std::vector<StageCounts> NnunetEncoderLevels(const Config& c) {
         if (block_in != f) AddNnunetConv(c, block_in, f, 1, false, v, &s);  // projection
         s.activation_elements += f * v;  // the sum, which the nonlin overwrites
       }
-      EndBlock(start, kept, kept, f * v, &s);  // its input
+      // Lean, a plain block's output (its norm's, the nonlin's) is not saved.
+      const int64_t unsaved =
+          !residual && c.model.memory == ModelMemory::kLean && a.norm != "none" ? f * v : 0;
+      EndBlock(start, kept, kept, f * v, &s, unsaved);  // its input
     }
     EndLevel(level_input[static_cast<size_t>(st)], &s);
     in = f;
@@ -158,17 +184,27 @@ std::vector<StageCounts> NnunetDecoderLevels(const Config& c) {
     // Its inputs: the level below's output and skip i.
     const int64_t below_elements = below * VoxelsAt(c, StageScale(a, i + 1));
     const int64_t input = below_elements + f * v;
+    // Lean: the first conv takes the upsampled tensor and the skip as they
+    // are, and saves both (the skip's maker holds it anyway).
+    const bool lean = c.model.memory == ModelMemory::kLean;
+    const int64_t upsampled = s.activation_elements;
     s.activation_elements += f * v;  // the upsampled tensor, which the rebuild lets go
     const int64_t concatenated = s.activation_elements;
-    s.activation_elements += 2 * f * v;  // the concatenation
+    if (!lean) s.activation_elements += 2 * f * v;  // the concatenation
     for (int b = 0; b < a.decoder_convs[n - 2 - i]; ++b) {
       // The first block is the upsampling, the concatenation and the first
       // conv block: its rebuild holds the level below's output (the
       // upsampling saves it), the concatenation on, and its output's gradient.
-      const int64_t start = b == 0 ? concatenated : s.activation_elements;
+      const int64_t start = b > 0 ? s.activation_elements : (lean ? upsampled : concatenated);
+      const int64_t held = b > 0 ? f * v : below_elements + (lean ? f * v : 0);
       AddNnunetConv(c, b == 0 ? 2 * f : f, f, Product(a.kernel_sizes[i]), a.conv_bias, v, &s);
-      EndBlock(start, b == 0 ? input : f * v, b == 0 ? below_elements : f * v, f * v, &s);
-      ConvBackward(b == 0 ? 2 * f * v : f * v, f * v, b == 0 ? below_elements : 0, &s);
+      EndBlock(start, b == 0 ? input : f * v, held, f * v, &s,
+               lean && a.norm != "none" ? f * v : 0);
+      if (b == 0 && lean) {
+        LeanConcatBackward(f * v, f * v, held, &s);
+      } else {
+        ConvBackward(b == 0 ? 2 * f * v : f * v, f * v, b == 0 ? below_elements : 0, &s);
+      }
     }
     EndLevel(input, &s);
     s.parameters += f * c.model.num_classes + c.model.num_classes;        // seg layer (all exist)
@@ -290,7 +326,8 @@ std::vector<StageCounts> DecoderLevelCounts(const Config& c) {
     // and the upsampled tensor and the skip go once concatenated.
     const int64_t below = in * VoxelsAtLevel(c, i + 1);
     const int64_t input = below + f * VoxelsAtLevel(c, i);
-    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s, input, below);
+    AddDoubleConv(c, 2 * f, f, VoxelsAtLevel(c, i), &s, input, below,
+                  c.model.memory == ModelMemory::kLean);
     EndLevel(input, &s);
     in = f;
   }

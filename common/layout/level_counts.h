@@ -6,9 +6,11 @@
 //
 // The activation model: per double convolution at width F over V voxels,
 // ~4*F*V (norm inputs, ReLU outputs) plus its input; per decoder level the
-// upsampled tensor and the 2F-wide concatenation; max-pool indices (int64,
-// counted as two floats); a head's logits and softmax. nnU-Net's blocks are
-// counted as dynamic_network_architectures builds them (memory_plan.h).
+// upsampled tensor and the 2F-wide concatenation (model.memory: lean, none:
+// the first conv saves the upsampled tensor and the skip as they are);
+// max-pool indices (int64, counted as two floats); a head's logits and
+// softmax. nnU-Net's blocks are counted as dynamic_network_architectures
+// builds them (memory_plan.h).
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 // dynamic_network_architectures' building blocks, with its attribute names.
 #include "common/model/nnunet_unet.h"
 
+#include "common/model/lean_block.h"
 #include "common/model/unet.h"
 
 namespace up {
@@ -77,15 +78,29 @@ class ConvNormActImpl : public nn::Module {
       register_module("norm", norm_.ptr());
     }
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    torch::Tensor h = conv_.forward(x);
+  torch::Tensor forward(const torch::Tensor& x) { return NormThenAct(conv_.forward(x)); }
+  // The same on the channel concatenation of `parts`, without making it
+  // (lean_block.h).
+  torch::Tensor ForwardConcat(const std::vector<torch::Tensor>& parts, size_t free_first) {
+    return NormThenAct(ConcatConv(*conv_.ptr(), parts, free_first));
+  }
+  // model.memory: lean: the norm and the nonlin as one NormAct step.
+  void set_lean(bool lean) { lean_ = lean; }
+
+ private:
+  torch::Tensor NormThenAct(torch::Tensor h) {
+    if (lean_ && !norm_.is_empty()) {
+      const bool on = act_ && arch_.nonlin != "none" && !arch_.nonlin.empty();
+      return NormAct(*norm_.ptr(), h,
+                     Activation{on, arch_.nonlin == "leaky_relu" ? arch_.negative_slope : 0.0});
+    }
     if (!norm_.is_empty()) h = norm_.forward(h);
     return act_ ? Nonlin(arch_, h) : h;
   }
 
- private:
   NnunetArchitecture arch_;
   bool act_;
+  bool lean_ = false;
   nn::AnyModule conv_;
   nn::AnyModule norm_;
 };
@@ -226,6 +241,13 @@ Level LevelOf(Stage stage) {
   return level;
 }
 
+// model.memory: lean reaches every conv block of `m`.
+void SetLean(nn::Module* m, const ModelConfig& c) {
+  for (const auto& sub : m->modules(/*include_self=*/false))
+    if (auto* block = dynamic_cast<ConvNormActImpl*>(sub.get()))
+      block->set_lean(c.memory == ModelMemory::kLean);
+}
+
 }  // namespace
 
 void BuildNnunetEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
@@ -271,9 +293,11 @@ void BuildNnunetEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
   }
   HeInit(*enc);
   for (auto& b : blocks) b->ZeroLastNorms();
+  SetLean(enc, c);
 }
 
 void BuildNnunetDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
+  const bool lean = c.memory == ModelMemory::kLean;
   const NnunetArchitecture& a = c.nnunet;
   const int n = a.stages();
   auto stages = dec->register_module("stages", nn::ModuleList());
@@ -294,26 +318,30 @@ void BuildNnunetDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
     nn::AnyModule head = Conv(a.dims, skip, c.num_classes, Ints(static_cast<size_t>(a.dims), 1),
                               Ints(static_cast<size_t>(a.dims), 1), /*bias=*/true);
     seg_layers->push_back(head.ptr());
-    Level level{
-        {up.ptr().get(), stage.ptr().get()},
-        [up, stage](const std::vector<torch::Tensor>& x) mutable {
-          torch::Tensor upsampled = up.forward(x[0]);               // (N, F[i], S / scale[i])
-          return stage->forward(torch::cat({upsampled, x[1]}, 1));  // (N, F[i], S / scale[i])
-        }};
+    // The upsampling and the first conv block on the upsampled tensor and
+    // the skip concatenated (lean: on the two as they are).
+    std::vector<ConvNormAct> convs = stage->blocks();
+    auto first_block = [up, first = convs[0], lean](const std::vector<torch::Tensor>& x) mutable {
+      torch::Tensor upsampled = up.forward(x[0]);  // (N, F[i], S / scale[i])
+      if (lean) return first->ForwardConcat({upsampled, x[1]}, /*free_first=*/0);
+      return first->forward(torch::cat({upsampled, x[1]}, 1));  // (N, F[i], S / scale[i])
+    };
+    Level level{{up.ptr().get(), stage.ptr().get()},
+                [first_block, convs](const std::vector<torch::Tensor>& x) mutable {
+                  torch::Tensor h = first_block(x);
+                  for (size_t b = 1; b < convs.size(); ++b) h = convs[b]->forward(h);
+                  return h;  // (N, F[i], S / scale[i])
+                }};
     // Blocks: the upsampling and concatenation with the first conv block, then
     // each further conv block.
-    const std::vector<ConvNormAct>& convs = stage->blocks();
-    level.blocks.push_back({{up.ptr().get(), convs[0].ptr().get()},
-                            [up, first = convs[0]](const std::vector<torch::Tensor>& x) mutable {
-                              torch::Tensor upsampled = up.forward(x[0]);
-                              return first->forward(torch::cat({upsampled, x[1]}, 1));
-                            }});
+    level.blocks.push_back({{up.ptr().get(), convs[0].ptr().get()}, first_block});
     for (size_t b = 1; b < convs.size(); ++b) level.blocks.push_back(BlockOf(convs[b]));
     Level out{{head.ptr().get()},
               [head](const std::vector<torch::Tensor>& x) mutable { return head.forward(x[0]); }};
     dec->SetLevel(i, std::move(level), std::move(out));
   }
   HeInit(*dec);
+  SetLean(dec, c);
 }
 
 std::vector<std::pair<std::string, std::string>> NnunetStateDictAliases(

@@ -4,6 +4,7 @@
 
 #include "common/layout/pipeline_layout.h"
 #include "common/model/bundle_unet.h"
+#include "common/model/lean_block.h"
 #include "common/model/level_checkpoint.h"
 #include "common/model/nnunet_unet.h"
 #include "common/model/precision.h"
@@ -68,6 +69,19 @@ DoubleConv MakeDoubleConv(const ModelConfig& c, int in, int out) {
 torch::Tensor RunChain(std::vector<nn::AnyModule>& chain, torch::Tensor x) {
   for (nn::AnyModule& m : chain) x = m.forward(x);
   return x;
+}
+
+// A conv-norm-ReLU block's norm and ReLU on its conv's output `h`: as
+// written, or lean (NormAct: its graph does not save the norm's output).
+torch::Tensor NormRelu(std::vector<nn::AnyModule>& chain, torch::Tensor h, bool lean) {
+  if (lean) return NormAct(*chain[1].ptr(), h, Activation{true, 0.0});
+  return chain[2].forward(chain[1].forward(h));
+}
+
+// A conv-norm-ReLU block on `x`.
+torch::Tensor RunBlock(std::vector<nn::AnyModule>& chain, torch::Tensor x, bool lean) {
+  if (!lean) return RunChain(chain, x);
+  return NormRelu(chain, chain[0].forward(x), lean);
 }
 
 std::vector<torch::nn::Module*> ModulePointers(const std::vector<nn::AnyModule>& chain) {
@@ -168,6 +182,7 @@ namespace {
 // The classic U-Net's halves. Modules are created (and the seeded generator
 // consumed) in the order the digests of earlier versions fixed.
 void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
+  const bool lean = c.memory == ModelMemory::kLean;
   const int dims = c.dims;
   int in = c.in_channels;
   auto pool = [dims](const torch::Tensor& x) {
@@ -177,20 +192,19 @@ void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
   auto add = [&](const std::string& name, int out, bool pooled) {
     DoubleConv dc = MakeDoubleConv(c, in, out);
     nn::Sequential conv = enc->register_module(name, dc.seq);
-    Level level{{conv.ptr().get()},
-                [conv, pooled, pool](const std::vector<torch::Tensor>& x) mutable {
-                  return conv->forward(pooled ? pool(x[0]) : x[0]);  // (N, F, S / 2^i)
+    auto first = [first = dc.first, pooled, pool,
+                  lean](const std::vector<torch::Tensor>& x) mutable {
+      return RunBlock(first, pooled ? pool(x[0]) : x[0], lean);
+    };
+    auto second = [second = dc.second, lean](const std::vector<torch::Tensor>& x) mutable {
+      return RunBlock(second, x[0], lean);
+    };
+    Level level{{conv.ptr().get()}, [first, second](const std::vector<torch::Tensor>& x) mutable {
+                  return second({first(x)});  // (N, F, S / 2^i)
                 }};
     // Blocks: [pool,] conv1, norm1, ReLU; then conv2, norm2, ReLU.
-    level.blocks.push_back(
-        {ModulePointers(dc.first),
-         [first = dc.first, pooled, pool](const std::vector<torch::Tensor>& x) mutable {
-           return RunChain(first, pooled ? pool(x[0]) : x[0]);
-         }});
-    level.blocks.push_back({ModulePointers(dc.second),
-                            [second = dc.second](const std::vector<torch::Tensor>& x) mutable {
-                              return RunChain(second, x[0]);
-                            }});
+    level.blocks.push_back({ModulePointers(dc.first), first});
+    level.blocks.push_back({ModulePointers(dc.second), second});
     enc->AddLevel(std::move(level));
     in = out;
   };
@@ -200,6 +214,7 @@ void BuildClassicEncoder(UNetEncoderImpl* enc, const ModelConfig& c) {
 }
 
 void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
+  const bool lean = c.memory == ModelMemory::kLean;
   const int levels = static_cast<int>(c.features.size());
   int in = 2 * c.features.back();
   std::vector<std::pair<nn::AnyModule, DoubleConv>> parts(static_cast<size_t>(levels));
@@ -217,23 +232,26 @@ void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
   for (int i = levels - 1; i >= 0; --i) {
     auto [up, dc] = parts[i];
     nn::Sequential conv = dc.seq;
+    // The first block: the upsampling, then conv1 on the skip and the
+    // upsampled tensor concatenated (lean: on the two as they are), norm1, ReLU.
+    auto first_block = [up, chain = dc.first, lean](const std::vector<torch::Tensor>& x) mutable {
+      torch::Tensor upsampled = up.forward(x[0]);                           // (N, F[i], S / 2^i)
+      if (!lean) return RunChain(chain, torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
+      return NormRelu(chain, ConcatConv(*chain[0].ptr(), {x[1], upsampled}, /*free_first=*/1),
+                      lean);  // (N, F[i], S / 2^i)
+    };
+    auto second_block = [chain = dc.second, lean](const std::vector<torch::Tensor>& x) mutable {
+      return RunBlock(chain, x[0], lean);  // (N, F[i], S / 2^i)
+    };
     Level level{{up.ptr().get(), conv.ptr().get()},
-                [up, conv](const std::vector<torch::Tensor>& x) mutable {
-                  torch::Tensor upsampled = up.forward(x[0]);              // (N, F[i], S / 2^i)
-                  return conv->forward(torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
+                [first_block, second_block](const std::vector<torch::Tensor>& x) mutable {
+                  return second_block({first_block(x)});  // (N, F[i], S / 2^i)
                 }};
     // Blocks: upsampling, concatenation, conv1, norm1, ReLU; then conv2, norm2, ReLU.
     std::vector<torch::nn::Module*> first = ModulePointers(dc.first);
     first.insert(first.begin(), up.ptr().get());
-    level.blocks.push_back(
-        {first, [up, chain = dc.first](const std::vector<torch::Tensor>& x) mutable {
-           torch::Tensor upsampled = up.forward(x[0]);                // (N, F[i], S / 2^i)
-           return RunChain(chain, torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
-         }});
-    level.blocks.push_back({ModulePointers(dc.second),
-                            [chain = dc.second](const std::vector<torch::Tensor>& x) mutable {
-                              return RunChain(chain, x[0]);
-                            }});
+    level.blocks.push_back({first, first_block});
+    level.blocks.push_back({ModulePointers(dc.second), second_block});
     Level out;
     if (i == 0)
       out = {{head.ptr().get()},

@@ -58,6 +58,9 @@ struct PlanReport {
   std::vector<double> part_ms;  // each stage's forward and backward, when timed
   std::optional<PartsPlan> fewest_shared, fewest_own;
   int64_t floor = 0;
+  // The floor with model.memory: lean, where the config is not lean already
+  // and its kind has lean blocks (0 otherwise).
+  int64_t lean_floor = 0;
   Recommendation pick;
   std::string pick_command;
 
@@ -179,6 +182,13 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   r.fewest_shared = FewestPartsThatFit(r.config, r.card.usable_bytes(), true);
   r.fewest_own = FewestPartsThatFit(r.config, r.card.usable_bytes(), false);
   r.floor = FloorBytes(r.config);
+  if (r.config.model.memory == ModelMemory::kDefault &&
+      r.config.model.kind != ModelKind::kTorchscript &&
+      r.config.train.precision == Precision::kFp32) {
+    Config lean = r.config;
+    lean.model.memory = ModelMemory::kLean;
+    r.lean_floor = FloorBytes(lean);
+  }
   r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.card);
   if (args.count("way")) r.pick.reason += " (weighed only the ways --way named)";
   if (r.pick.fits && r.pick.way == "pipeline parts") {  // its host bytes, by the estimate
@@ -311,6 +321,7 @@ void PrintPlanJson(const PlanReport& r) {
       .Field("host_runtime_bytes_per_process", kHostRuntimeAllowanceBytes)
       .Raw("allowances", AllowancesJson())
       .Field("floor_bytes", r.floor)
+      .Field("lean_floor_bytes", r.lean_floor)
       .Raw("recommended", JsonWriter()
                               .Field("way", r.pick.way)
                               .Field("fits", r.pick.fits)
@@ -393,6 +404,12 @@ void PrintWays(const PlanReport& r) {
       "tensor bytes over it)\n",
       FormatBytes(r.floor).c_str(),
       config.model.kind == ModelKind::kTorchscript ? "level" : "block");
+  if (r.lean_floor > 0)
+    std::printf(
+        "lean floor: %s (%.2fx) with model.memory: lean, the same weights in blocks that hold "
+        "less;\n  --set model.memory=lean plans its ways (docs/MEMORY.md#lean-blocks)\n",
+        FormatBytes(r.lean_floor).c_str(),
+        r.floor > 0 ? static_cast<double>(r.lean_floor) / static_cast<double>(r.floor) : 0.0);
   if (!r.measure) return;
   std::printf(
       "\nmeasured: the device's peak tensor bytes, every process on it together, from real "

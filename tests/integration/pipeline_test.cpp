@@ -181,6 +181,33 @@ TEST(Pipeline, Bf16AutocastEqualsSingleProcessAndDiffersFromFp32) {
   EXPECT_NE(run("fp32", "fp32", {"--single-process"}), single) << "bf16 must change the arithmetic";
 }
 
+// model.memory: lean changes the arithmetic's order (so the bits), and the
+// stages compute it as one process does, bit for bit; it trains in fp32.
+TEST(Pipeline, LeanEqualsSingleProcessAndDiffersFromTheModelAsWritten) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/tiny3d.yaml");
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args{"--config",      config,   "--set",
+                                  "train.steps=3", "--set",  "train.micro_batches=2",
+                                  "--out",         dir / out};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Train(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return RunDigest(dir / out);
+  };
+  const std::string single = run("single", {"--single-process", "--set", "model.memory=lean"});
+  EXPECT_EQ(run("pipe", {"--set", "model.memory=lean", "--set", "pipeline.activations=recompute",
+                         "--set", "pipeline.recompute_unit=block", "--set", "pipeline.offload=on"}),
+            single);
+  EXPECT_NE(run("written", {"--single-process"}), single) << "lean must change the order";
+  const CommandResult bf16 = Train({"--config", config, "--set", "model.memory=lean", "--set",
+                                    "train.precision=bf16", "--out", dir / "bf16"});
+  EXPECT_EQ(bf16.exit_code, 2) << bf16.output;
+  EXPECT_NE(bf16.output.find("model.memory"), std::string::npos) << bf16.output;
+  EXPECT_NE(bf16.output.find("train.precision: fp32"), std::string::npos) << bf16.output;
+  EXPECT_FALSE(fs::exists(dir / "bf16/checkpoints"));
+}
+
 TEST(Pipeline, CudaWithoutAGpuIsAClearError) {
   TempDir dir;
   CommandResult probe = RunCommand({BinPath("unet-pipeline"), "--version"});

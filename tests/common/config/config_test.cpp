@@ -900,11 +900,14 @@ TEST(ConfigHash, ChangesWithWhatTrainsAndOnlyWithThat) {
   const std::string base = ConfigHash(LoadConfig("", {}));
   EXPECT_EQ(base.size(), 64u);
   for (const char* same : {"train.steps=500", "checkpoint.every=5", "checkpoint.keep=1",
-                           "pipeline.timeout_s=9", "data.workers=3", "train.memory_budget=1GiB"})
+                           "pipeline.timeout_s=9", "data.workers=3", "train.memory_budget=1GiB",
+                           // a key newer than runs that exist: at its default, no change
+                           "model.memory=default"})
     EXPECT_EQ(ConfigHash(LoadConfig("", {same})), base) << same;
   for (const char* other :
        {"train.lr=0.01", "pipeline.activations=recompute", "train.seed=1", "model.features=[8, 16]",
-        "data.size=32", "train.precision=bf16", "pipeline.schedule=gpipe", "train.micro_batches=4"})
+        "data.size=32", "train.precision=bf16", "pipeline.schedule=gpipe", "train.micro_batches=4",
+        "model.memory=lean"})
     EXPECT_NE(ConfigHash(LoadConfig("", {other})), base) << other;
   // Not the dump's hash: the dump also holds what the hash leaves out.
   const Config c = LoadConfig("", {"train.steps=500"});

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
@@ -113,6 +115,23 @@ TEST(MemoryPlan, TheFloorIsBelowEveryWay) {
   EXPECT_LT(enc.largest_block, enc.largest_level);
   EXPECT_LT(dec.largest_block, dec.largest_level);
   EXPECT_LT(enc.checkpoint_elements, enc.block_checkpoint_elements);
+}
+
+// model.memory: lean lowers the floor (the decoder's first block, the
+// largest, no longer holds its concatenation) and every way's estimate with
+// it, and the weights do not change.
+TEST(MemoryPlan, LeanLowersTheFloor) {
+  for (const char* config : {"brats16g.yaml", "nnunet-resenc-l.yaml"}) {
+    const std::string path = std::string(UP_SOURCE_DIR) + "/configs/" + config;
+    const Config written = LoadConfig(path, {}), lean = LoadConfig(path, {"model.memory=lean"});
+    EXPECT_LT(FloorBytes(lean), FloorBytes(written)) << config;
+    EXPECT_EQ(DecoderCounts(lean).parameters, DecoderCounts(written).parameters) << config;
+    EXPECT_LT(DecoderCounts(lean).activation_elements, DecoderCounts(written).activation_elements)
+        << config;
+    std::cout << config << ": floor " << FloorBytes(written) << " B as written, "
+              << FloorBytes(lean) << " B lean ("
+              << static_cast<double>(FloorBytes(lean)) / FloorBytes(written) << "x)\n";
+  }
 }
 
 // Least extra work first: no recompute, then fewest processes, then levels.

@@ -1,0 +1,52 @@
+// Lean blocks (`model.memory: lean`): a block's arithmetic in another order,
+// holding less at its backward's peak. Each function here computes what a
+// block as written computes, to rounding (the sums run in another order, so
+// not bit for bit), and says what it holds that the written block does not.
+// docs/MEMORY.md ("Lean blocks") has the figures.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace up {
+
+// `conv` (a Conv2d or Conv3d module: its weight, bias, stride, padding and
+// dilation; one group) over the channel concatenation of `parts`, without
+// the concatenated tensor:
+//
+//   parts[k]: (N, C_k, *S), sum of C_k = the conv's in_channels
+//   returns   (N, out, *S') = conv->forward(torch::cat(parts, 1)) to rounding
+//
+// computed as the sum of each part's convolution with its slice of the
+// weight. The graph saves the parts themselves (which their makers hold
+// anyway) instead of a concatenation as wide as all of them, and the
+// backward of the concatenation has no gradient as wide as all of them
+// either. The backward takes the parts one at a time, `free_first` first:
+// its weight gradient, then its input gradient, and the part is let go
+// between the two (so give first the part only this convolution holds: a
+// decoder level's upsampled tensor). The backward runs once (no retain_graph).
+torch::Tensor ConcatConv(torch::nn::Module& conv, const std::vector<torch::Tensor>& parts,
+                         size_t free_first);
+
+// What follows a norm: nothing, ReLU (slope 0) or LeakyReLU (slope > 0).
+struct Activation {
+  bool on = false;
+  double slope = 0.0;
+};
+
+// `norm` (BatchNorm, InstanceNorm or GroupNorm, 2-D or 3-D) on x, then the
+// activation, in one step whose graph saves only x (N, C, *S) and the
+// norm's weight and bias: the norm's output (which an in-place activation
+// keeps as its own) is not saved. The forward is the norm module's own
+// forward and the activation in place, the same bits as the block as
+// written (running statistics updated as it does); the backward recomputes
+// the normalised input one statistics group at a time (a channel, a
+// sample's channel or group), so it holds no more than the gradient it
+// makes beyond one group's scratch. The result is the gradient of the norm
+// and the activation to rounding. Without grad mode, or for a norm that
+// uses running statistics (evaluation), it is the module's forward and the
+// activation as written.
+torch::Tensor NormAct(torch::nn::Module& norm, const torch::Tensor& x, Activation act);
+
+}  // namespace up

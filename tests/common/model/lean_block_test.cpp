@@ -1,0 +1,282 @@
+// model.memory: lean. ConcatConv computes a convolution of a concatenation
+// to rounding, with its gradients, while holding less at its backward's
+// peak; a lean U-Net (classic and nnU-Net's) trains as the model as written
+// does, to rounding, and holds less when its blocks are recomputed.
+#include "common/model/lean_block.h"
+
+#include <gtest/gtest.h>
+
+#include "common/config/config_file.h"
+#include "common/device/tensor_accounting.h"
+#include "common/model/activation_offload.h"
+#include "common/model/unet.h"
+
+namespace up {
+namespace {
+
+// Largest |a - b| over largest |a|: 0 for equal tensors.
+double MaxRelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = a.abs().max().item<double>();
+  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1.0);
+}
+
+struct ConvCase {
+  int dims;
+  int64_t stride;
+  bool bias;
+  int64_t size;  // per spatial axis (odd with a stride: output_padding matters)
+};
+
+class ConcatConvCases : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConcatConvCases, EqualsTheConvolutionOfTheConcatenationWithItsGradients) {
+  const ConvCase c = GetParam();
+  torch::manual_seed(1);
+  std::shared_ptr<torch::nn::Module> conv;
+  if (c.dims == 2) {
+    conv = std::make_shared<torch::nn::Conv2dImpl>(
+        torch::nn::Conv2dOptions(5, 4, 3).stride(c.stride).padding(1).bias(c.bias));
+  } else {
+    conv = std::make_shared<torch::nn::Conv3dImpl>(
+        torch::nn::Conv3dOptions(5, 4, 3).stride(c.stride).padding(1).bias(c.bias));
+  }
+  std::vector<int64_t> a_shape{2, 2}, b_shape{2, 3};
+  for (int d = 0; d < c.dims; ++d) {
+    a_shape.push_back(c.size);
+    b_shape.push_back(c.size);
+  }
+  const torch::Tensor a0 = torch::randn(a_shape), b0 = torch::randn(b_shape);
+  auto run = [&](bool lean, size_t free_first) {
+    const torch::Tensor a = a0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    conv->zero_grad();
+    torch::Tensor y =
+        lean ? ConcatConv(*conv, {a, b}, free_first)
+             : (c.dims == 2 ? conv->as<torch::nn::Conv2d>()->forward(torch::cat({a, b}, 1))
+                            : conv->as<torch::nn::Conv3d>()->forward(torch::cat({a, b}, 1)));
+    torch::manual_seed(2);
+    y.backward(torch::randn_like(y));
+    std::vector<torch::Tensor> out{y.detach(), a.grad(), b.grad()};
+    for (const auto& p : conv->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const std::vector<torch::Tensor> plain = run(false, 0);
+  for (size_t free_first : {0, 1}) {
+    const std::vector<torch::Tensor> lean = run(true, free_first);
+    ASSERT_EQ(plain.size(), lean.size());
+    const char* what[] = {"output", "gradient of a", "gradient of b", "weight gradient",
+                          "bias gradient"};
+    for (size_t i = 0; i < plain.size(); ++i) {
+      ASSERT_EQ(plain[i].sizes(), lean[i].sizes()) << what[i];
+      EXPECT_LT(MaxRelativeDifference(plain[i], lean[i]), 1e-6) << what[i];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConcatConvCases,
+                         ::testing::Values(ConvCase{2, 1, false, 8}, ConvCase{2, 1, true, 8},
+                                           ConvCase{2, 2, true, 9}, ConvCase{3, 1, false, 6},
+                                           ConvCase{3, 2, true, 7}));
+
+// NormAct: the norm module's forward and the activation (the same bits), and
+// the gradients of both to rounding, for each norm and activation the
+// models use, affine or not; in evaluation it is the module as written.
+TEST(NormAct, EqualsTheNormAndTheActivationWithTheirGradients) {
+  using torch::nn::AnyModule;
+  struct NormCase {
+    const char* name;
+    AnyModule norm;
+    int dims;
+  };
+  const std::vector<NormCase> norms{
+      {"BatchNorm3d", AnyModule(torch::nn::BatchNorm3d(6)), 3},
+      {"BatchNorm2d", AnyModule(torch::nn::BatchNorm2d(6)), 2},
+      {"InstanceNorm3d affine",
+       AnyModule(torch::nn::InstanceNorm3d(torch::nn::InstanceNorm3dOptions(6).affine(true))), 3},
+      {"InstanceNorm3d", AnyModule(torch::nn::InstanceNorm3d(6)), 3},
+      {"InstanceNorm2d affine",
+       AnyModule(torch::nn::InstanceNorm2d(torch::nn::InstanceNorm2dOptions(6).affine(true))), 2},
+      {"GroupNorm", AnyModule(torch::nn::GroupNorm(3, 6)), 3},
+  };
+  for (NormCase c : norms) {
+    for (const Activation act : {Activation{true, 0.0}, Activation{true, 0.01}, Activation{}}) {
+      SCOPED_TRACE(std::string(c.name) +
+                   (act.on ? " slope " + std::to_string(act.slope) : " none"));
+      torch::manual_seed(4);
+      {
+        torch::NoGradGuard no_grad;  // an affine norm away from 1 and 0
+        for (auto& p : c.norm.ptr()->parameters()) p.add_(0.3 * torch::randn_like(p));
+      }
+      std::vector<int64_t> shape{3, 6, 5, 7};
+      if (c.dims == 3) shape.push_back(4);
+      const torch::Tensor x0 = torch::randn(shape);
+      auto run = [&](bool lean) {
+        const torch::Tensor x = x0.clone().requires_grad_();
+        c.norm.ptr()->zero_grad();
+        torch::Tensor y;
+        if (lean) {
+          y = NormAct(*c.norm.ptr(), x * 1.0, act);
+        } else {
+          y = c.norm.forward(x * 1.0);
+          if (act.on) y = act.slope == 0 ? y.relu_() : torch::leaky_relu_(y, act.slope);
+        }
+        torch::manual_seed(5);
+        y.backward(torch::randn_like(y));
+        std::vector<torch::Tensor> out{y.detach(), x.grad()};
+        for (const auto& p : c.norm.ptr()->parameters()) out.push_back(p.grad().clone());
+        return out;
+      };
+      const std::vector<torch::Tensor> written = run(false), lean = run(true);
+      ASSERT_EQ(written.size(), lean.size());
+      EXPECT_TRUE(torch::equal(written[0], lean[0])) << "the forward is the module's own";
+      for (size_t i = 1; i < written.size(); ++i)
+        EXPECT_LT(MaxRelativeDifference(written[i], lean[i]), 1e-5) << "gradient " << i;
+    }
+  }
+  torch::nn::BatchNorm2d bn(4);
+  bn->eval();
+  const torch::Tensor x = torch::randn({2, 4, 3, 3}).requires_grad_();
+  EXPECT_TRUE(torch::equal(NormAct(*bn, x, Activation{true, 0.0}), bn->forward(x).relu()));
+}
+
+// Its graph is for one backward: a second one is an error that says so, not
+// a wrong gradient.
+TEST(ConcatConv, SecondBackwardIsAnError) {
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(4, 2, 3).padding(1));
+  const torch::Tensor a = torch::randn({1, 2, 5, 5}).requires_grad_();
+  const torch::Tensor b = torch::randn({1, 2, 5, 5}).requires_grad_();
+  torch::Tensor y = ConcatConv(*conv, {a, b}, 1).sum();
+  y.backward({}, /*retain_graph=*/true);
+  try {
+    y.backward();
+    FAIL() << "a second backward ran";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ran twice"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConcatConv, NotAConvolutionIsRefused) {
+  torch::nn::Linear linear(4, 2);
+  EXPECT_THROW(ConcatConv(*linear, {torch::randn({1, 4})}, 0), std::invalid_argument);
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(4, 2, 3));
+  EXPECT_THROW(ConcatConv(*conv, {torch::randn({1, 4, 5, 5})}, 1), std::invalid_argument);
+}
+
+// The backward of a decoder level's first convolution, as a recomputed
+// block holds it: the skip (held by its maker), the upsampled tensor
+// (held by nothing else) and the gradient entering. As written, the graph
+// saves the concatenation (both widths) and makes its gradient (both again);
+// lean saves only the parts and lets the upsampled one go between its
+// weight gradient and its input gradient.
+TEST(ConcatConv, HoldsLessAtTheBackwardsPeak) {
+  InstallTensorAccounting();
+  const torch::Device cpu(torch::kCPU);
+  torch::nn::Conv3d conv(torch::nn::Conv3dOptions(16, 8, 3).padding(1).bias(false));
+  const torch::Tensor skip = torch::randn({1, 8, 24, 24, 24}).requires_grad_();
+  const int64_t part = skip.numel() * 4;  // bytes of one 8-channel tensor
+  auto peak = [&](bool lean) {
+    skip.mutable_grad() = torch::Tensor();
+    torch::Tensor up = torch::randn({1, 8, 24, 24, 24}).requires_grad_();
+    torch::Tensor y = lean ? ConcatConv(*conv, {skip, up}, 1)
+                           : conv->forward(torch::cat({skip, up}, 1));  // (1, 8, 24^3)
+    torch::Tensor g = torch::randn_like(y);
+    up = torch::Tensor();  // the graph holds it now (lean) or its concatenation (as written)
+    const int64_t before = TensorBytesOn(cpu).live;
+    ResetPeakTensorBytes(cpu);
+    y.backward(g);
+    return TensorBytesOn(cpu).peak - before;
+  };
+  const int64_t written = peak(false), lean = peak(true);
+  std::cout << "ConcatConv backward peak above the start: as written " << written / part
+            << " parts, lean " << lean / part << " parts (" << part << " B a part)\n";
+  EXPECT_LE(lean + part, written) << "as written " << written << " B, lean " << lean << " B";
+}
+
+// A whole U-Net: lean trains as written does, to rounding (one SGD step's
+// weights), and recomputed by blocks, with the inputs offloaded, holds less.
+struct LeanStepResult {
+  std::vector<torch::Tensor> weights;  // after one SGD step
+  int64_t peak_bytes = 0;
+};
+
+LeanStepResult TrainOneLeanStep(const ModelConfig& m, std::vector<int64_t> shape,
+                                bool deep_supervision) {
+  UNet model(m, 5, deep_supervision);
+  {
+    torch::NoGradGuard no_grad;  // away from nnU-Net's zeroed residual norms
+    torch::manual_seed(11);
+    for (auto& p : model->parameters()) p.add_(0.05 * torch::randn_like(p));
+  }
+  model->encoder->set_checkpointing(CheckpointUnit::kBlock);
+  model->decoder->set_checkpointing(CheckpointUnit::kBlock);
+  const torch::Device cpu(torch::kCPU);
+  ActivationOffload parked(cpu);
+  model->encoder->set_offload(&parked);
+  model->decoder->set_offload(&parked);
+  model->train();
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn(shape);  // (N, C, *S)
+  shape.erase(shape.begin() + 1);
+  const torch::Tensor target = torch::randint(0, m.num_classes, shape);  // (N, *S)
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
+  const int64_t before = TensorBytesOn(cpu).live;
+  ResetPeakTensorBytes(cpu);
+  const std::vector<torch::Tensor> out = model->forward(x);
+  torch::Tensor loss = torch::nn::functional::cross_entropy(out[0], target);
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].defined()) loss = loss + out[i].square().mean();
+  loss.backward();
+  LeanStepResult s;
+  s.peak_bytes = TensorBytesOn(cpu).peak - before;
+  sgd.step();
+  for (const auto& p : model->parameters()) s.weights.push_back(p.detach().clone());
+  return s;
+}
+
+// `strictly`: the decoder's first block is the peak, so lean must hold
+// less; otherwise (tiny nnU-Net plans, whose peak is elsewhere) no more.
+void ExpectLeanTrainsAsWritten(ModelConfig m, const std::vector<int64_t>& shape,
+                               bool deep_supervision, bool strictly) {
+  m.memory = ModelMemory::kDefault;
+  const LeanStepResult written = TrainOneLeanStep(m, shape, deep_supervision);
+  m.memory = ModelMemory::kLean;
+  const LeanStepResult lean = TrainOneLeanStep(m, shape, deep_supervision);
+  ASSERT_EQ(written.weights.size(), lean.weights.size()) << "the same parameters";
+  double worst = 0;
+  for (size_t i = 0; i < written.weights.size(); ++i)
+    worst = std::max(worst, MaxRelativeDifference(written.weights[i], lean.weights[i]));
+  EXPECT_LT(worst, 1e-6) << "weights after one step differ by " << worst << " relative";
+  EXPECT_LE(lean.peak_bytes, written.peak_bytes - (strictly ? 1 : 0))
+      << "as written " << written.peak_bytes << " B, lean " << lean.peak_bytes << " B";
+  std::cout << "one step, blocks recomputed and offloaded: peak " << written.peak_bytes
+            << " B as written, " << lean.peak_bytes << " B lean; weights within " << worst
+            << " relative\n";
+}
+
+TEST(LeanUNet, ClassicTrainsAsWrittenToRoundingAndHoldsLess) {
+  InstallTensorAccounting();
+  ModelConfig m;
+  m.dims = 3;
+  m.features = {8, 16};
+  m.norm = Norm::kInstance;
+  m.in_channels = 2;
+  ExpectLeanTrainsAsWritten(m, {1, 2, 32, 32, 32}, false, /*strictly=*/true);
+}
+
+TEST(LeanUNet, NnunetTrainsAsWrittenToRoundingAndHoldsNoMore) {
+  InstallTensorAccounting();
+  for (const char* configuration : {"3d_fullres", "2d_res"}) {
+    SCOPED_TRACE(configuration);
+    const Config config = LoadConfigFromString(
+        "{}", "test",
+        {"model.kind=nnunet",
+         std::string("model.plans=") + UP_SOURCE_DIR + "/configs/nnunet/tiny_plans.json",
+         std::string("model.configuration=") + configuration, "model.in_channels=2",
+         "model.num_classes=3", "model.memory=lean"});
+    std::vector<int64_t> shape{2, 2};
+    for (int s : config.data.size) shape.push_back(s);
+    ExpectLeanTrainsAsWritten(config.model, shape, true, /*strictly=*/false);
+  }
+}
+
+}  // namespace
+}  // namespace up
