@@ -1,6 +1,7 @@
 // See lean_block.h.
 #include "common/model/lean_block.h"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -256,11 +257,14 @@ struct NormActFn : torch::autograd::Function<NormActFn> {
     for (int64_t d = 2; d < x.dim(); ++d) but_channels.push_back(d);
     std::vector<int64_t> channel_shape(static_cast<size_t>(x.dim()), 1);
 
-    // One statistics group: samples [n0, n0 + nn), channels [c0, c0 + cn).
-    auto group = [&](int64_t n0, int64_t nn, int64_t c0, int64_t cn) {
+    // Samples [n0, n0 + nn), channels [c0, c0 + cn): whole statistics
+    // groups, each normalised over `stat_dims` (none: the whole box is one
+    // group).
+    auto boxes = [&](int64_t n0, int64_t nn, int64_t c0, int64_t cn,
+                     at::OptionalIntArrayRef stat_dims) {
       auto box = [&](const torch::Tensor& t) { return t.narrow(0, n0, nn).narrow(1, c0, cn); };
       const torch::Tensor z = box(x);
-      auto [var, mean] = at::var_mean(z, /*dim=*/at::OptionalIntArrayRef(), /*correction=*/0);
+      auto [var, mean] = at::var_mean(z, stat_dims, /*correction=*/0, /*keepdim=*/true);
       const torch::Tensor invstd = (var + eps).rsqrt();
       const torch::Tensor xhat = (z - mean) * invstd;
       channel_shape[1] = cn;
@@ -277,15 +281,33 @@ struct NormActFn : torch::autograd::Function<NormActFn> {
         grad_beta.narrow(0, c0, cn).add_(g.sum(but_channels));
       }
       const torch::Tensor dxhat = affine ? g * gam : g;
-      const torch::Tensor s1 = dxhat.mean(), s2 = (dxhat * xhat).mean();
+      const torch::Tensor s1 = dxhat.mean(stat_dims, /*keepdim=*/true);
+      const torch::Tensor s2 = (dxhat * xhat).mean(stat_dims, /*keepdim=*/true);
       box(grad_x).copy_((dxhat - s1 - xhat * s2) * invstd);
     };
+    // Channels a box takes: a 32nd of x at most, or 2^18 elements where
+    // that is more (a whole group at least), so that the scratch stays small
+    // beside x and the kernels few on small tensors.
+    const int64_t per_sample = x.numel() / std::max<int64_t>(n, 1);
+    auto channels_per_box = [&](int64_t elements_per_channel) {
+      const int64_t most = std::max<int64_t>(x.numel() / 32, int64_t{1} << 18);
+      return std::max<int64_t>(1, most / std::max<int64_t>(elements_per_channel, 1));
+    };
     if (groups == StatGroups::kChannel) {
-      for (int64_t k = 0; k < c; ++k) group(0, n, k, 1);
-    } else {
-      const int64_t per = groups == StatGroups::kSampleGroup ? c / num_groups : 1;
+      std::vector<int64_t> dims{0};  // per channel over the batch and the voxels
+      for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+      const int64_t k = channels_per_box(n * (per_sample / std::max<int64_t>(c, 1)));
+      for (int64_t c0 = 0; c0 < c; c0 += k) boxes(0, n, c0, std::min(k, c - c0), dims);
+    } else if (groups == StatGroups::kSampleChannel) {
+      std::vector<int64_t> dims;  // per sample and channel over the voxels
+      for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+      const int64_t k = channels_per_box(per_sample / std::max<int64_t>(c, 1));
       for (int64_t s = 0; s < n; ++s)
-        for (int64_t k = 0; k < c; k += per) group(s, 1, k, per);
+        for (int64_t c0 = 0; c0 < c; c0 += k) boxes(s, 1, c0, std::min(k, c - c0), dims);
+    } else {
+      const int64_t per = c / num_groups;  // a group's channels, one box each
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t c0 = 0; c0 < c; c0 += per) boxes(s, 1, c0, per, at::OptionalIntArrayRef());
     }
     // x, weight and bias (if any), norm, act
     variable_list grads{grad_x};

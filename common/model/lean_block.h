@@ -41,10 +41,13 @@ struct Activation {
 // keeps as its own) is not saved. The forward is the norm module's own
 // forward and the activation in place, the same bits as the block as
 // written (running statistics updated as it does); the backward recomputes
-// the normalised input one statistics group at a time (a channel, a
-// sample's channel or group), so it holds no more than the gradient it
-// makes beyond one group's scratch. The result is the gradient of the norm
-// and the activation to rounding. Without grad mode, or for a norm that
+// the normalised input from x a box of whole statistics groups at a time
+// (channels, a sample's channels or groups; a 32nd of x, or 2^18 elements), so it
+// holds the gradient it makes and one box's scratch. The result is the gradient of the norm
+// and the activation to rounding, except where the norm's output is within
+// rounding of the activation's kink (0): there the recomputed output can
+// fall on the other side and take the other slope (a few elements in a
+// million; either is a subgradient there). Without grad mode, or for a norm that
 // uses running statistics (evaluation), it is the module's forward and the
 // activation as written.
 torch::Tensor NormAct(torch::nn::Module& norm, const torch::Tensor& x, Activation act);

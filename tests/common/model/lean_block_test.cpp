@@ -85,7 +85,7 @@ TEST(NormAct, EqualsTheNormAndTheActivationWithTheirGradients) {
   struct NormCase {
     const char* name;
     AnyModule norm;
-    int dims;
+    int dims;  // 2, 3, or 5: 3-D at 48^3
   };
   const std::vector<NormCase> norms{
       {"BatchNorm3d", AnyModule(torch::nn::BatchNorm3d(6)), 3},
@@ -96,6 +96,10 @@ TEST(NormAct, EqualsTheNormAndTheActivationWithTheirGradients) {
       {"InstanceNorm2d affine",
        AnyModule(torch::nn::InstanceNorm2d(torch::nn::InstanceNorm2dOptions(6).affine(true))), 2},
       {"GroupNorm", AnyModule(torch::nn::GroupNorm(3, 6)), 3},
+      // Large enough that the backward takes the channels a few at a time.
+      {"BatchNorm3d large", AnyModule(torch::nn::BatchNorm3d(6)), 5},
+      {"InstanceNorm3d affine large",
+       AnyModule(torch::nn::InstanceNorm3d(torch::nn::InstanceNorm3dOptions(6).affine(true))), 5},
   };
   for (NormCase c : norms) {
     for (const Activation act : {Activation{true, 0.0}, Activation{true, 0.01}, Activation{}}) {
@@ -108,6 +112,7 @@ TEST(NormAct, EqualsTheNormAndTheActivationWithTheirGradients) {
       }
       std::vector<int64_t> shape{3, 6, 5, 7};
       if (c.dims == 3) shape.push_back(4);
+      if (c.dims == 5) shape = {2, 6, 48, 48, 48};  // 110592 voxels a channel
       const torch::Tensor x0 = torch::randn(shape);
       auto run = [&](bool lean) {
         const torch::Tensor x = x0.clone().requires_grad_();
@@ -128,8 +133,23 @@ TEST(NormAct, EqualsTheNormAndTheActivationWithTheirGradients) {
       const std::vector<torch::Tensor> written = run(false), lean = run(true);
       ASSERT_EQ(written.size(), lean.size());
       EXPECT_TRUE(torch::equal(written[0], lean[0])) << "the forward is the module's own";
-      for (size_t i = 1; i < written.size(); ++i)
-        EXPECT_LT(MaxRelativeDifference(written[i], lean[i]), 1e-5) << "gradient " << i;
+      // At the activation's kink (a norm output within rounding of 0) the
+      // backward's recomputed output can fall on the other side: a few
+      // elements in a million take the other slope, and the channel sums
+      // they enter move by as much.
+      const bool large = c.dims == 5;
+      for (size_t i = 1; i < written.size(); ++i) {
+        const torch::Tensor off =
+            (written[i] - lean[i]).abs() > 1e-5 * written[i].abs().max().item<double>();
+        if (!large) {
+          EXPECT_EQ(off.sum().item<int64_t>(), 0) << "gradient " << i;
+        } else if (i == 1) {
+          EXPECT_LE(off.sum().item<int64_t>() * 100000, off.numel()) << "gradient of x";
+        } else {
+          const double l2 = ((written[i] - lean[i]).norm() / written[i].norm()).item<double>();
+          EXPECT_LT(l2, 1e-3) << "gradient " << i;
+        }
+      }
     }
   }
   torch::nn::BatchNorm2d bn(4);
