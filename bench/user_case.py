@@ -7,8 +7,8 @@ training in turn; each run's peak tensor bytes (summary.json) next to what
 usage: user_case.py [--case CASE] BIN OUT_JSON [PRECISION...]   (default: fp32)
 CASE is brats16g (the default: the 3-D U-Net at 192x192x96, 2 micro-batches of
 one sample), brats-whole (the same network on a whole BraTS volume, 240x240x160)
-or resenc-l (nnU-Net's ResEnc L plan at 160x192x160, its batch of 3 as 3
-micro-batches of one volume).
+brats-whole-lean (the same with model.memory: lean) or resenc-l (nnU-Net's
+ResEnc L plan at 160x192x160, its batch of 3 as 3 micro-batches of one volume).
 UP_USER_CASE_WAYS=name,name,... runs only those ways.
 A run takes minutes on 2 cores (brats16g) or tens of minutes (resenc-l);
 bench/run-all.sh calls this.
@@ -46,6 +46,10 @@ CASES = {
     "brats-whole": {"config": "configs/brats16g.yaml", "patch": [240, 240, 160],
                     "batch_size": 2, "micro_batches": 2,
                     "sets": ["data.size=[240,240,160]"]},
+    # The same with model.memory: lean (issue 49's lean blocks).
+    "brats-whole-lean": {"config": "configs/brats16g.yaml", "patch": [240, 240, 160],
+                         "batch_size": 2, "micro_batches": 2,
+                         "sets": ["data.size=[240,240,160]", "model.memory=lean"]},
 }
 COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
           "--set", "train.threads=2",
