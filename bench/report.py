@@ -861,7 +861,8 @@ def lean_whole_volume(res):
         measured = r["peak_device_tensor_bytes"]
         line = (f"Trained for real (`{uc['provenance']['command']}`, {uc['provenance']['date']}, "
                 f"{uc['provenance']['commit']}): {r['way']}, lean, held **{measured / GIB:.2f} GiB** of "
-                f"tensors at its peak, a step of {duration(r['step_s'])} (the second of two)")
+                f"tensors at its peak, a step of {duration(r['step_s'])} "
+                f"({'the only one' if r.get('steps', 2) == 1 else 'the last of ' + str(r.get('steps', 2))})")
         if row:
             ratio = row["tensor_bytes"] / measured
             line += (f", against plan's {row['tensor_bytes'] / GIB:.2f} GiB: plan / measured "

@@ -9,7 +9,9 @@ CASE is brats16g (the default: the 3-D U-Net at 192x192x96, 2 micro-batches of
 one sample), brats-whole (the same network on a whole BraTS volume, 240x240x160)
 brats-whole-lean (the same with model.memory: lean) or resenc-l (nnU-Net's
 ResEnc L plan at 160x192x160, its batch of 3 as 3 micro-batches of one volume).
-UP_USER_CASE_WAYS=name,name,... runs only those ways.
+UP_USER_CASE_WAYS=name,name,... runs only those ways; UP_USER_CASE_STEPS=N trains
+N steps instead of 2 (1 measures the peak of a case whose step takes many
+minutes; step_s is then the first step's).
 A run takes minutes on 2 cores (brats16g) or tens of minutes (resenc-l);
 bench/run-all.sh calls this.
 """
@@ -51,7 +53,8 @@ CASES = {
                          "batch_size": 2, "micro_batches": 2,
                          "sets": ["data.size=[240,240,160]", "model.memory=lean"]},
 }
-COMMON = ["--set", "train.steps=2", "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
+COMMON = ["--set", "train.steps=" + os.environ.get("UP_USER_CASE_STEPS", "2"),
+          "--set", "train.warmup_steps=0", "--set", "checkpoint.every=0",
           "--set", "train.threads=2",
           "--set", "pipeline.stages.encoder.device=cpu", "--set", "pipeline.stages.decoder.device=cpu",
           # A turn at the full patch takes minutes on 2 cores (the decoder's two
@@ -129,7 +132,8 @@ def main():
                     "peak_device_tensor_bytes": s["peak_device_tensor_bytes"]["cpu"],
                     "peak_tensor_bytes": s["peak_tensor_bytes"],
                     "peak_rss_bytes": s.get("peak_rss_bytes"),
-                    "step_s": steps[-1]["step_s"], "wall_s": round(time.time() - t0, 1),
+                    "step_s": steps[-1]["step_s"], "steps": len(steps),
+                    "wall_s": round(time.time() - t0, 1),
                 })
                 shutil.rmtree(run)
     finally:

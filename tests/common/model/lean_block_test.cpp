@@ -75,7 +75,12 @@ TEST_P(ConcatConvCases, EqualsTheConvolutionOfTheConcatenationWithItsGradients) 
 INSTANTIATE_TEST_SUITE_P(Shapes, ConcatConvCases,
                          ::testing::Values(ConvCase{2, 1, false, 8}, ConvCase{2, 1, true, 8},
                                            ConvCase{2, 2, true, 9}, ConvCase{3, 1, false, 6},
-                                           ConvCase{3, 2, true, 7}));
+                                           ConvCase{3, 2, true, 7}),
+                         [](const auto& info) {
+                           const ConvCase& c = info.param;
+                           return std::to_string(c.dims) + "d_stride" + std::to_string(c.stride) +
+                                  (c.bias ? "_bias" : "") + "_size" + std::to_string(c.size);
+                         });
 
 // NormAct: the norm module's forward and the activation (the same bits), and
 // the gradients of both to rounding, for each norm and activation the
