@@ -748,6 +748,36 @@ def user_case_verdict(uc, plan, kernels=""):
     return out
 
 
+def real_steps(uc, plan, label=""):
+    """A user case's real runs at a plan's size: each way's measured peak
+    against plan's, its step, and its resident memory against plan's host
+    bytes. `label` follows the way's name."""
+    out = []
+    for r in (uc or {}).get("rows", []):
+        if "error" in r:
+            out += [f"Trained for real, {r['way']}{label} failed: {r['error']}", ""]
+            continue
+        row = next((x for x in plan["rows"] if x["name"] == r["way"]), None)
+        measured = r["peak_device_tensor_bytes"]
+        steps = r.get("steps", 2)
+        line = (f"Trained for real (`{uc['provenance']['command']}`, {uc['provenance']['date']}, "
+                f"{uc['provenance']['commit']}): {r['way']}{label} held **{measured / GIB:.2f} GiB** "
+                f"of tensors at its peak, a step of {duration(r['step_s'])} "
+                f"({'its only one' if steps == 1 else f'the last of {steps}'})")
+        if row:
+            ratio = row["tensor_bytes"] / measured
+            line += (f", against plan's {row['tensor_bytes'] / GIB:.2f} GiB: plan / measured "
+                     f"{ratio:.3f} (target within 10%: {verdict(0.9 <= ratio <= 1.1)})")
+        rss = r.get("peak_rss_bytes") or {}
+        if rss:
+            line += (f"; the processes' peak RSS {sum(rss.values()) / GIB:.1f} GiB together, "
+                     "freed blocks given back (`UP_GLIBC_MALLOC_DEFAULTS=1`)")
+            if row:
+                line += f", against plan's host bytes {row['host_bytes'] / GIB:.1f} GiB"
+        out += [line + ".", ""]
+    return out
+
+
 def whole_volume_section(res):
     """A whole BraTS volume: plan's table against a 16 GiB card with its
     headroom, and the way it recommends trained for real at that size."""
@@ -770,26 +800,7 @@ def whole_volume_section(res):
     out.append("")
     rec = plan["recommended"]
     out += [f"plan recommends **{rec['way']}**: {rec['reason']}.", ""]
-    for r in (uc or {}).get("rows", []):
-        if "error" in r:
-            out += [f"Trained for real, {r['way']} failed: {r['error']}", ""]
-            continue
-        row = next((x for x in plan["rows"] if x["name"] == r["way"]), None)
-        measured = r["peak_device_tensor_bytes"]
-        line = (f"Trained for real (`{uc['provenance']['command']}`, {uc['provenance']['date']}): "
-                f"{r['way']} held **{measured / GIB:.2f} GiB** of tensors at its peak")
-        if row:
-            ratio = row["tensor_bytes"] / measured
-            line += (f", against plan's {row['tensor_bytes'] / GIB:.2f} GiB: plan / measured "
-                     f"{ratio:.3f} (target within 10%: {verdict(0.9 <= ratio <= 1.1)})")
-        rss = r.get("peak_rss_bytes") or {}
-        if rss:
-            line += (f"; the processes' peak RSS {sum(rss.values()) / GIB:.1f} GiB together, "
-                     "freed blocks given back (`UP_GLIBC_MALLOC_DEFAULTS=1`)")
-            if row:
-                line += f", against plan's host bytes {row['host_bytes'] / GIB:.1f} GiB"
-        line += "."
-        out += [line, ""]
+    out += real_steps(uc, plan)
     return out
 
 
@@ -852,28 +863,7 @@ def lean_whole_volume(res):
             + (f" The lean pipeline offload way holds {pipe['tensor_bytes'] / GIB:.2f} GiB of tensors "
                f"(target: within 8 GiB, half a 16 GiB card: {verdict(pipe['tensor_bytes'] <= 8 * GIB)})."
                if pipe else ""), ""]
-    uc = res.get("user-case-brats-whole-lean")
-    for r in (uc or {}).get("rows", []):
-        if "error" in r:
-            out += [f"Trained for real, {r['way']} (lean) failed: {r['error']}", ""]
-            continue
-        row = next((x for x in lean["rows"] if x["name"] == r["way"]), None)
-        measured = r["peak_device_tensor_bytes"]
-        line = (f"Trained for real (`{uc['provenance']['command']}`, {uc['provenance']['date']}, "
-                f"{uc['provenance']['commit']}): {r['way']}, lean, held **{measured / GIB:.2f} GiB** of "
-                f"tensors at its peak, a step of {duration(r['step_s'])} "
-                f"({'the only one' if r.get('steps', 2) == 1 else 'the last of ' + str(r.get('steps', 2))})")
-        if row:
-            ratio = row["tensor_bytes"] / measured
-            line += (f", against plan's {row['tensor_bytes'] / GIB:.2f} GiB: plan / measured "
-                     f"{ratio:.3f} (target within 10%: {verdict(0.9 <= ratio <= 1.1)})")
-        rss = r.get("peak_rss_bytes") or {}
-        if rss:
-            line += (f"; the process's peak RSS {sum(rss.values()) / GIB:.1f} GiB "
-                     "(freed blocks given back: `UP_GLIBC_MALLOC_DEFAULTS=1`)")
-            if row:
-                line += f", against plan's host bytes {row['host_bytes'] / GIB:.1f} GiB"
-        out += [line + ".", ""]
+    out += real_steps(res.get("user-case-brats-whole-lean"), lean, " (lean)")
     return out
 
 

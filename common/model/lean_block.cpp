@@ -159,24 +159,13 @@ struct NormArgs {
   std::function<torch::Tensor(const torch::Tensor&)> forward;
 };
 
+// A BatchNorm or InstanceNorm module (their options and parameters are
+// alike); `groups` says which.
 template <typename Impl>
-bool BatchNormArgs(torch::nn::Module& m, NormArgs* a) {
+bool NormModuleArgs(torch::nn::Module& m, StatGroups groups, NormArgs* a) {
   auto* n = dynamic_cast<Impl*>(&m);
   if (n == nullptr) return false;
-  a->groups = StatGroups::kChannel;
-  a->eps = n->options.eps();
-  a->weight = n->weight;
-  a->bias = n->bias;
-  a->running = !n->is_training() && n->options.track_running_stats();
-  a->forward = [n](const torch::Tensor& x) { return n->forward(x); };
-  return true;
-}
-
-template <typename Impl>
-bool InstanceNormArgs(torch::nn::Module& m, NormArgs* a) {
-  auto* n = dynamic_cast<Impl*>(&m);
-  if (n == nullptr) return false;
-  a->groups = StatGroups::kSampleChannel;
+  a->groups = groups;
   a->eps = n->options.eps();
   a->weight = n->weight;
   a->bias = n->bias;
@@ -187,10 +176,11 @@ bool InstanceNormArgs(torch::nn::Module& m, NormArgs* a) {
 
 NormArgs NormArgsOf(torch::nn::Module& m) {
   NormArgs a;
-  if (BatchNormArgs<torch::nn::BatchNorm2dImpl>(m, &a) ||
-      BatchNormArgs<torch::nn::BatchNorm3dImpl>(m, &a) ||
-      InstanceNormArgs<torch::nn::InstanceNorm2dImpl>(m, &a) ||
-      InstanceNormArgs<torch::nn::InstanceNorm3dImpl>(m, &a))
+  constexpr StatGroups kBatch = StatGroups::kChannel, kInstance = StatGroups::kSampleChannel;
+  if (NormModuleArgs<torch::nn::BatchNorm2dImpl>(m, kBatch, &a) ||
+      NormModuleArgs<torch::nn::BatchNorm3dImpl>(m, kBatch, &a) ||
+      NormModuleArgs<torch::nn::InstanceNorm2dImpl>(m, kInstance, &a) ||
+      NormModuleArgs<torch::nn::InstanceNorm3dImpl>(m, kInstance, &a))
     return a;
   if (auto* n = dynamic_cast<torch::nn::GroupNormImpl*>(&m)) {
     a.groups = StatGroups::kSampleGroup;
