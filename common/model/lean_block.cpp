@@ -51,6 +51,15 @@ ConvArgs ArgsOf(torch::nn::Module& m) {
 
 std::string PartKey(size_t k) { return "part" + std::to_string(k); }
 
+// The dimensions of a (N, C, *S) tensor of `dim` dimensions from `first` on,
+// the channels' left out: 0 gives the batch and the voxels, 2 the voxels.
+std::vector<int64_t> DimsButChannels(int64_t dim, int64_t first) {
+  std::vector<int64_t> dims;
+  for (int64_t d = first; d < dim; ++d)
+    if (d != 1) dims.push_back(d);
+  return dims;
+}
+
 struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
   // `biases`: the bias, or none (an undefined tensor cannot be an input).
   static torch::Tensor forward(AutogradContext* ctx, at::TensorList parts, torch::Tensor weight,
@@ -107,9 +116,7 @@ struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
     const bool weight_grad = ctx->needs_input_grad(n);
     torch::Tensor grad_weight = weight_grad ? torch::empty_like(weight) : torch::Tensor();
     if (bias && ctx->needs_input_grad(n + 1)) {
-      std::vector<int64_t> dims{0};
-      for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
-      grads[n + 1] = g.sum(dims);  // (out)
+      grads[n + 1] = g.sum(DimsButChannels(g.dim(), 0));  // (out)
     }
     std::vector<int64_t> first_channel(n, 0);
     for (size_t k = 1; k < n; ++k)
@@ -243,8 +250,7 @@ struct NormActFn : torch::autograd::Function<NormActFn> {
     torch::Tensor grad_x = torch::empty_like(x, at::MemoryFormat::Contiguous);  // (N, C, *S)
     torch::Tensor grad_gamma = affine ? torch::zeros_like(gamma) : torch::Tensor();
     torch::Tensor grad_beta = affine ? torch::zeros_like(beta) : torch::Tensor();
-    std::vector<int64_t> but_channels{0};  // every dimension but the channels'
-    for (int64_t d = 2; d < x.dim(); ++d) but_channels.push_back(d);
+    const std::vector<int64_t> but_channels = DimsButChannels(x.dim(), 0);
     std::vector<int64_t> channel_shape(static_cast<size_t>(x.dim()), 1);
 
     // Samples [n0, n0 + nn), channels [c0, c0 + cn): whole statistics
@@ -284,13 +290,11 @@ struct NormActFn : torch::autograd::Function<NormActFn> {
       return std::max<int64_t>(1, most / std::max<int64_t>(elements_per_channel, 1));
     };
     if (groups == StatGroups::kChannel) {
-      std::vector<int64_t> dims{0};  // per channel over the batch and the voxels
-      for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+      const std::vector<int64_t>& dims = but_channels;  // per channel over batch and voxels
       const int64_t k = channels_per_box(n * (per_sample / std::max<int64_t>(c, 1)));
       for (int64_t c0 = 0; c0 < c; c0 += k) boxes(0, n, c0, std::min(k, c - c0), dims);
     } else if (groups == StatGroups::kSampleChannel) {
-      std::vector<int64_t> dims;  // per sample and channel over the voxels
-      for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+      const std::vector<int64_t> dims = DimsButChannels(x.dim(), 2);  // per sample and channel
       const int64_t k = channels_per_box(per_sample / std::max<int64_t>(c, 1));
       for (int64_t s = 0; s < n; ++s)
         for (int64_t c0 = 0; c0 < c; c0 += k) boxes(s, 1, c0, std::min(k, c - c0), dims);
