@@ -7,7 +7,9 @@
 // finds the largest that trains `steps` steps under train.memory_budget
 // without running out. The widths scale together (features: level 0's width
 // is the scale, the others keep their ratios) or the patch does (patch: each
-// axis in steps of 2^levels, in the config's proportions).
+// axis in steps of 2^levels, in the config's proportions). Where the model
+// can have lean blocks, three ways come again with model.memory: lean (plain
+// single-process and the two that hold least), named "<way>, lean".
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,9 @@ struct CapacityRow {
   double step_s = 0;              // its last step
   int probes = 0;                 // training runs the search took
   double vs_plain = 0;  // parameters (features) or voxels (patch) against plain single-process
-  double vs_best_single = 0;  // the same against the best single-process way
+  double vs_best_single = 0;   // the same against the best single-process way
+  bool lean = false;           // model.memory: lean
+  double vs_best_written = 0;  // the same against the best way as written (not lean)
 };
 
 struct CapacityReport {

@@ -97,12 +97,15 @@ int Step(int argc, char** argv) {
       "warmup", "leading steps of each run left out (default 2)", cxxopts::value<int64_t>())(
       "budget",
       "the offload rows under this device budget, each at the fewest micro-batches that fit",
+      cxxopts::value<std::string>())(
+      "only", "run one group alone: lean (three ways as written against model.memory: lean)",
       cxxopts::value<std::string>())("set", "override a config key in every run (repeatable)",
                                      cxxopts::value<std::vector<std::string>>());
   const auto args = Parse(options, argc, argv);
   if (!args) return 0;
   bench::StepOptions o;
   o.budget = Get<std::string>(*args, "budget", "");
+  o.only = Get<std::string>(*args, "only", "");
   o.config = Get<std::string>(*args, "config", "");
   o.steps = Get<int64_t>(*args, "steps", o.steps);
   o.rounds = Get<int>(*args, "rounds", o.rounds);

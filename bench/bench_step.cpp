@@ -25,6 +25,7 @@ namespace {
 
 constexpr const char* kPair = "pipeline_vs_single";
 constexpr const char* kUnlocked = "unlocked_schedules";
+constexpr const char* kLean = "lean_vs_written";
 
 struct Variant {
   StepRow row;
@@ -253,6 +254,48 @@ StepRow RunPythonPeer(const StepOptions& o, const TempFolder& tmp) {
   return row;
 }
 
+// Three ways as written and lean, alternated in one rotation; each lean row
+// against its written twin. A config without lean blocks (a TorchScript
+// bundle, fp16 or bf16) gives rows that say why.
+std::vector<StepRow> RunLeanGroup(const StepOptions& o, const TempFolder& tmp, int* run_counter) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> ways{
+      {"single", {}},
+      {"single offload", {"train.checkpointing=blocks", "train.offload=on"}},
+      {"pipeline offload",
+       {"pipeline.activations=recompute", "pipeline.recompute_unit=block", "pipeline.offload=on"}}};
+  std::vector<Variant> variants;
+  for (const auto& [name, sets] : ways) {
+    const bool single = name.rfind("single", 0) == 0;
+    variants.push_back(MakeVariant(o, kLean, name + " as written", single, sets));
+    std::vector<std::string> lean = sets;
+    lean.push_back("model.memory=lean");
+    try {
+      variants.push_back(MakeVariant(o, kLean, name + " lean", single, lean));
+    } catch (const UsageError& e) {  // the config's kind or precision has no lean blocks
+      std::vector<StepRow> rows;
+      for (const auto& way : ways) {
+        StepRow row;
+        row.group = kLean;
+        row.label = way.first + " lean";
+        row.mode = way.first.rfind("single", 0) == 0 ? "single" : "pipeline";
+        row.built = false;
+        row.note = e.what();
+        rows.push_back(row);
+      }
+      std::cerr << "bench step: no lean rows: " << e.what() << "\n";
+      return rows;
+    }
+  }
+  RunAlternated(o, variants, tmp, run_counter);
+  std::vector<StepRow> rows;
+  for (size_t i = 0; i + 1 < variants.size(); i += 2) {
+    SetRatio(variants[i + 1].row, variants[i].row);
+    rows.push_back(variants[i].row);
+    rows.push_back(variants[i + 1].row);
+  }
+  return rows;
+}
+
 }  // namespace
 
 StepReport RunStepBench(const StepOptions& o) {
@@ -265,10 +308,18 @@ StepReport RunStepBench(const StepOptions& o) {
     throw UsageError("--warmup " + std::to_string(o.warmup) + " leaves no step of " +
                      std::to_string(o.steps) + " to time; use 0 to " + std::to_string(o.steps - 1));
   }
+  if (!o.only.empty() && o.only != "lean")
+    throw UsageError("--only " + o.only + ": the one group that runs alone is lean");
   StepReport report;
   report.options = o;
   report.threads = LoadConfig(o.config, o.sets).train.threads;
   if (!o.budget.empty()) report.budget_bytes = ParseByteSize(o.budget, "--budget");
+  if (o.only == "lean") {
+    TempFolder tmp;
+    int runs = 0;
+    report.rows = RunLeanGroup(o, tmp, &runs);
+    return report;
+  }
 
   std::vector<Variant> pair{
       MakeVariant(o, kPair, "pipeline", false, {"pipeline.activations=keep"}),
@@ -327,6 +378,7 @@ StepReport RunStepBench(const StepOptions& o) {
   }
   StepRow python = RunPythonPeer(o, tmp);
   RunAlternated(o, unlocked, tmp, &runs);
+  const std::vector<StepRow> lean = RunLeanGroup(o, tmp, &runs);
   // fp16 on a CPU is emulated (about 30x fp32 on tiny here, 100 s a step on
   // small): a figure about the emulation, not the trainers, and an hour of
   // runs. Timed where the device has fp16 arithmetic (the GPU check).
@@ -376,6 +428,7 @@ StepReport RunStepBench(const StepOptions& o) {
   if (fp16[1].row.built) SetRatio(fp16[1].row, fp16[0].row);
   report.rows.push_back(fp16[0].row);
   report.rows.push_back(fp16[1].row);
+  report.rows.insert(report.rows.end(), lean.begin(), lean.end());
   return report;
 }
 
@@ -395,7 +448,9 @@ std::string StepJson(const StepReport& r) {
       .Field("warmup", r.options.warmup)
       .Field("threads", r.threads);
   if (r.budget_bytes > 0) out.Field("budget_bytes", r.budget_bytes);
+  if (!r.options.only.empty()) out.Field("only", r.options.only);
   out.Raw("results", "[" + rows + "]");
+  if (!r.options.only.empty()) return out.str();  // no traced run
   const StepBreakdown& b = r.breakdown;
   JsonWriter breakdown;
   breakdown.Field("steps", b.steps)
@@ -442,6 +497,7 @@ std::string StepTable(const StepReport& r) {
     }
     s << line;
   }
+  if (!r.options.only.empty()) return s.str();  // no traced run
   const StepBreakdown& b = r.breakdown;
   std::snprintf(line, sizeof(line),
                 "traced pipeline run, per step: %.1f ms wall, turns held %.1f ms = compute "

@@ -15,6 +15,10 @@
 // card of that size, each at the fewest micro-batches (a divisor of the
 // batch) that trains under it, found by 2-step probes: what each way's step
 // costs on that card, where a way that holds less runs bigger micro-batches.
+// The lean group times three ways as written against the same ways with
+// model.memory: lean (docs/MEMORY.md#lean-blocks), each pair alternated, at
+// the config's micro-batches: what the lean blocks' recomputed norms cost.
+// `only` = "lean" runs that group alone (a 3-D config's other rows take long).
 #pragma once
 
 #include <cstdint>
@@ -32,10 +36,11 @@ struct StepOptions {
   int64_t warmup = 2;             // leading steps of each run left out
   std::vector<std::string> sets;  // "key=value" overrides for every run
   std::string budget;             // "" or a train.memory_budget size for the offload rows
+  std::string only;               // "" (every group) or "lean"
 };
 
 struct StepRow {
-  std::string group;        // "pipeline_vs_single" or "unlocked_schedules"
+  std::string group;        // "pipeline_vs_single", "unlocked_schedules" or "lean_vs_written"
   std::string label;        // "single", "pipeline", "pipeline recompute", "sequential", ...
   std::string mode;         // "single", "pipeline" or "python" (the eager peer)
   std::string schedule;     // pipeline rows

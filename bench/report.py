@@ -833,7 +833,36 @@ def lean_section(res):
             f"{verdict(best <= 1.1 * lean_floor)}): the measured peaks fell by about a quarter, the "
             f"counted floor by more, so what the lean ways hold beyond their floor is now the larger "
             f"share, and issue 49 stays open for it and for the real step at this size.", ""]
+    out += lean_step(res)
     out += lean_whole_volume(res)
+    return out
+
+
+LEAN_STEP_TARGET = 1.05  # lean / as written step time, the same way
+
+
+def lean_step(res):
+    """bench step --only lean: three ways as written against lean, each pair
+    alternated in one run."""
+    d = res.get("step-brats16g-lean")
+    if not d:
+        return []
+    out = text(res, "lean-step")
+    rows, worst = [], 0.0
+    by_label = {r["label"]: r for r in d["results"]}
+    for r in d["results"]:
+        if not r["label"].endswith(" lean") or not r.get("built", True):
+            continue
+        written = by_label[r["ratio_to"]]
+        worst = max(worst, r["ratio"])
+        rows.append([r["label"][:-5], f"{written['median_step_s']:.2f}", f"{r['median_step_s']:.2f}",
+                     f"{r['ratio']:.3f}x",
+                     ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(written["run_medians_s"],
+                                                                 r["run_medians_s"]))])
+    out += table(["way", "as written (s)", "lean (s)", "lean / as written",
+                  "each run's median, written/lean (s)"], "lrrrl", rows)
+    out += [f"The lean step is at most {worst:.3f}x the written one at the same way (target at most "
+            f"{LEAN_STEP_TARGET:.2f}x: {verdict(worst <= LEAN_STEP_TARGET)}).", ""]
     return out
 
 

@@ -1,6 +1,8 @@
 // See lean_block.h.
 #include "common/model/lean_block.h"
 
+#include "common/model/norm_act_backward.h"
+
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
@@ -50,15 +52,6 @@ ConvArgs ArgsOf(torch::nn::Module& m) {
 }
 
 std::string PartKey(size_t k) { return "part" + std::to_string(k); }
-
-// The dimensions of a (N, C, *S) tensor of `dim` dimensions from `first` on,
-// the channels' left out: 0 gives the batch and the voxels, 2 the voxels.
-std::vector<int64_t> DimsButChannels(int64_t dim, int64_t first) {
-  std::vector<int64_t> dims;
-  for (int64_t d = first; d < dim; ++d)
-    if (d != 1) dims.push_back(d);
-  return dims;
-}
 
 struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
   // `biases`: the bias, or none (an undefined tensor cannot be an input).
@@ -152,11 +145,6 @@ struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
   }
 };
 
-// How a norm groups its statistics: per channel over the batch (BatchNorm
-// training), per sample and channel (InstanceNorm), per sample and group of
-// channels (GroupNorm).
-enum class StatGroups : int64_t { kChannel, kSampleChannel, kSampleGroup };
-
 struct NormArgs {
   StatGroups groups = StatGroups::kChannel;
   int64_t num_groups = 1;  // kSampleGroup
@@ -237,77 +225,19 @@ struct NormActFn : torch::autograd::Function<NormActFn> {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor x = saved[0];  // (N, C, *S)
     const bool affine = saved.size() == 3;
-    const torch::Tensor gamma = affine ? saved[1] : torch::Tensor();  // (C)
-    const torch::Tensor beta = affine ? saved[2] : torch::Tensor();   // (C)
-    const torch::Tensor grad_y = grad_out[0];                         // (N, C, *S)
-    const auto groups = static_cast<StatGroups>(ctx->saved_data["groups"].toInt());
-    const int64_t num_groups = ctx->saved_data["num_groups"].toInt();
-    const double eps = ctx->saved_data["eps"].toDouble();
-    const bool act = ctx->saved_data["act"].toBool();
-    const double slope = ctx->saved_data["slope"].toDouble();
-
-    const int64_t n = x.size(0), c = x.size(1);
-    torch::Tensor grad_x = torch::empty_like(x, at::MemoryFormat::Contiguous);  // (N, C, *S)
-    torch::Tensor grad_gamma = affine ? torch::zeros_like(gamma) : torch::Tensor();
-    torch::Tensor grad_beta = affine ? torch::zeros_like(beta) : torch::Tensor();
-    const std::vector<int64_t> but_channels = DimsButChannels(x.dim(), 0);
-    std::vector<int64_t> channel_shape(static_cast<size_t>(x.dim()), 1);
-
-    // Samples [n0, n0 + nn), channels [c0, c0 + cn): whole statistics
-    // groups, each normalised over `stat_dims` (none: the whole box is one
-    // group).
-    auto boxes = [&](int64_t n0, int64_t nn, int64_t c0, int64_t cn,
-                     at::OptionalIntArrayRef stat_dims) {
-      auto box = [&](const torch::Tensor& t) { return t.narrow(0, n0, nn).narrow(1, c0, cn); };
-      const torch::Tensor z = box(x);
-      auto [var, mean] = at::var_mean(z, stat_dims, /*correction=*/0, /*keepdim=*/true);
-      const torch::Tensor invstd = (var + eps).rsqrt();
-      const torch::Tensor xhat = (z - mean) * invstd;
-      channel_shape[1] = cn;
-      const torch::Tensor gam =
-          affine ? gamma.narrow(0, c0, cn).view(channel_shape) : torch::Tensor();
-      torch::Tensor g = box(grad_y);
-      if (act) {
-        const torch::Tensor positive =
-            (affine ? xhat * gam + beta.narrow(0, c0, cn).view(channel_shape) : xhat) > 0;
-        g = slope == 0.0 ? g * positive : at::where(positive, g, g * slope);
-      }
-      if (affine) {
-        grad_gamma.narrow(0, c0, cn).add_((g * xhat).sum(but_channels));
-        grad_beta.narrow(0, c0, cn).add_(g.sum(but_channels));
-      }
-      const torch::Tensor dxhat = affine ? g * gam : g;
-      const torch::Tensor s1 = dxhat.mean(stat_dims, /*keepdim=*/true);
-      const torch::Tensor s2 = (dxhat * xhat).mean(stat_dims, /*keepdim=*/true);
-      box(grad_x).copy_((dxhat - s1 - xhat * s2) * invstd);
-    };
-    // Channels a box takes: a 32nd of x at most, or 2^18 elements where
-    // that is more (a whole group at least), so that the scratch stays small
-    // beside x and the kernels few on small tensors.
-    const int64_t per_sample = x.numel() / std::max<int64_t>(n, 1);
-    auto channels_per_box = [&](int64_t elements_per_channel) {
-      const int64_t most = std::max<int64_t>(x.numel() / 32, int64_t{1} << 18);
-      return std::max<int64_t>(1, most / std::max<int64_t>(elements_per_channel, 1));
-    };
-    if (groups == StatGroups::kChannel) {
-      const std::vector<int64_t>& dims = but_channels;  // per channel over batch and voxels
-      const int64_t k = channels_per_box(n * (per_sample / std::max<int64_t>(c, 1)));
-      for (int64_t c0 = 0; c0 < c; c0 += k) boxes(0, n, c0, std::min(k, c - c0), dims);
-    } else if (groups == StatGroups::kSampleChannel) {
-      const std::vector<int64_t> dims = DimsButChannels(x.dim(), 2);  // per sample and channel
-      const int64_t k = channels_per_box(per_sample / std::max<int64_t>(c, 1));
-      for (int64_t s = 0; s < n; ++s)
-        for (int64_t c0 = 0; c0 < c; c0 += k) boxes(s, 1, c0, std::min(k, c - c0), dims);
-    } else {
-      const int64_t per = c / num_groups;  // a group's channels, one box each
-      for (int64_t s = 0; s < n; ++s)
-        for (int64_t c0 = 0; c0 < c; c0 += per) boxes(s, 1, c0, per, at::OptionalIntArrayRef());
-    }
+    NormActSpec spec;
+    spec.groups = static_cast<StatGroups>(ctx->saved_data["groups"].toInt());
+    spec.num_groups = ctx->saved_data["num_groups"].toInt();
+    spec.eps = ctx->saved_data["eps"].toDouble();
+    spec.act = ctx->saved_data["act"].toBool();
+    spec.slope = ctx->saved_data["slope"].toDouble();
+    const NormActGrads g = NormActBackward(x, grad_out[0], affine ? saved[1] : torch::Tensor(),
+                                           affine ? saved[2] : torch::Tensor(), spec);
     // x, weight and bias (if any), norm, act
-    variable_list grads{grad_x};
+    variable_list grads{g.x};
     if (affine) {
-      grads.push_back(grad_gamma);
-      grads.push_back(grad_beta);
+      grads.push_back(g.weight);
+      grads.push_back(g.bias);
     }
     grads.push_back(torch::Tensor());
     grads.push_back(torch::Tensor());

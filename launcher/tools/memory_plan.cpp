@@ -41,7 +41,10 @@ void DecideFit(int64_t usable_bytes, PlanRow* row) {
   row->fits = row->need.total() <= usable_bytes;
 }
 
-std::vector<PlanRow> PlanMemory(const Config& c, int64_t usable_bytes) {
+namespace {
+
+// PlanMemory's rows for the config's own model.memory.
+std::vector<PlanRow> PlanWays(const Config& c, int64_t usable_bytes) {
   const StageCounts enc = EncoderCounts(c), dec = DecoderCounts(c);
   const int64_t n = MicroBatchSamples(c);  // samples per micro-batch
   const int64_t m = c.train.micro_batches;
@@ -156,7 +159,36 @@ std::vector<PlanRow> PlanMemory(const Config& c, int64_t usable_bytes) {
   for (PlanRow& r : rows) {
     r.peak_bytes =
         r.state_bytes + r.activation_bytes + r.boundary_bytes + r.workspace_bytes + r.context_bytes;
+    r.lean = c.model.memory == ModelMemory::kLean;
     DecideFit(usable_bytes, &r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::optional<Config> LeanTwin(const Config& c) {
+  // config_rules.cpp refuses lean blocks in a TorchScript bundle and below fp32.
+  if (c.model.memory != ModelMemory::kDefault || c.model.kind == ModelKind::kTorchscript ||
+      c.train.precision != Precision::kFp32)
+    return std::nullopt;
+  Config lean = c;
+  lean.model.memory = ModelMemory::kLean;
+  return lean;
+}
+
+std::vector<PlanRow> PlanMemory(const Config& c, int64_t usable_bytes) {
+  const std::vector<PlanRow> written = PlanWays(c, usable_bytes);
+  const std::optional<Config> lean = LeanTwin(c);
+  if (!lean) return written;
+  const std::vector<PlanRow> twins = PlanWays(*lean, usable_bytes);
+  std::vector<PlanRow> rows;
+  for (size_t i = 0; i < written.size(); ++i) {
+    rows.push_back(written[i]);
+    PlanRow twin = twins[i];
+    twin.name += " lean";
+    twin.sets.push_back("model.memory=lean");
+    rows.push_back(twin);
   }
   return rows;
 }
@@ -200,8 +232,8 @@ Recommendation Recommend(const Config& c, const std::vector<PlanRow>& rows,
   std::vector<const PlanRow*> order;
   for (const PlanRow& r : rows) order.push_back(&r);
   std::stable_sort(order.begin(), order.end(), [](const PlanRow* x, const PlanRow* y) {
-    return std::make_tuple(x->recomputes, x->offload, x->processes, x->blocks) <
-           std::make_tuple(y->recomputes, y->offload, y->processes, y->blocks);
+    return std::make_tuple(x->recomputes, x->offload, x->processes, x->blocks, x->lean) <
+           std::make_tuple(y->recomputes, y->offload, y->processes, y->blocks, y->lean);
   });
   const std::string usable = UsableText(card);
   std::string not_fitting;  // the ways with less work, and what they need

@@ -48,6 +48,9 @@ struct PlanRow {
   bool recomputes = false;  // runs a forward twice
   bool offload = false;     // copies what it keeps to host memory and back
   bool blocks = false;      // recomputes block by block
+  // model.memory: lean (a row named "... lean" beside the way as written):
+  // the same weights in blocks that hold less, a few percent more work.
+  bool lean = false;
   int64_t state_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t boundary_bytes = 0;
@@ -84,8 +87,13 @@ void DecideFit(int64_t usable_bytes, PlanRow* row);
 // One row per way of training, each decided against `usable_bytes` (the
 // card less the headroom) by its estimate. The pipeline rows assume both
 // stages share the one device and park between turns (what a single card
-// needs).
+// needs). Where the model can have lean blocks (LeanTwin), each way is
+// followed by its twin with model.memory: lean, named "<way> lean".
 std::vector<PlanRow> PlanMemory(const Config& config, int64_t usable_bytes);
+
+// The config with model.memory: lean, where it is written (default) and its
+// kind and precision allow lean blocks; nullopt otherwise.
+std::optional<Config> LeanTwin(const Config& config);
 
 // The stages of the config's own layout (pipeline.encoder_parts,
 // pipeline.decoder_parts, the cuts), each estimated as the rows above: its

@@ -64,8 +64,10 @@ struct PlanReport {
   Recommendation pick;
   std::string pick_command;
 
+  // A row's tensor bytes over its own floor: a lean twin's over the lean floor.
   double FloorRatio(const PlanRow& r) const {
-    return floor > 0 ? static_cast<double>(r.tensor_estimate()) / static_cast<double>(floor) : 0.0;
+    const int64_t own = r.lean && lean_floor > 0 ? lean_floor : floor;
+    return own > 0 ? static_cast<double>(r.tensor_estimate()) / static_cast<double>(own) : 0.0;
   }
 };
 
@@ -182,13 +184,7 @@ PlanReport MakePlan(const cxxopts::ParseResult& args) {
   r.fewest_shared = FewestPartsThatFit(r.config, r.card.usable_bytes(), true);
   r.fewest_own = FewestPartsThatFit(r.config, r.card.usable_bytes(), false);
   r.floor = FloorBytes(r.config);
-  if (r.config.model.memory == ModelMemory::kDefault &&
-      r.config.model.kind != ModelKind::kTorchscript &&
-      r.config.train.precision == Precision::kFp32) {
-    Config lean = r.config;
-    lean.model.memory = ModelMemory::kLean;
-    r.lean_floor = FloorBytes(lean);
-  }
+  if (const std::optional<Config> lean = LeanTwin(r.config)) r.lean_floor = FloorBytes(*lean);
   r.pick = Recommend(r.config, r.rows, r.fewest_shared, r.floor, r.card);
   if (args.count("way")) r.pick.reason += " (weighed only the ways --way named)";
   if (r.pick.fits && r.pick.way == "pipeline parts") {  // its host bytes, by the estimate
@@ -242,6 +238,7 @@ std::string RowsJson(const PlanReport& r) {
     const PlanRow& row = r.rows[i];
     JsonWriter w;
     w.Field("name", row.name)
+        .Field("lean", row.lean)
         .Field("peak_phase", row.peak_phase)
         .Field("state_bytes", row.state_bytes)
         .Field("activation_bytes", row.activation_bytes)
@@ -383,14 +380,14 @@ void PrintWays(const PlanReport& r) {
   std::printf("card %s less %s headroom (--headroom): %s usable; host memory %s (--host-mem)\n\n",
               FormatBytes(r.card.card_bytes).c_str(), r.card.headroom_text.c_str(),
               FormatBytes(r.card.usable_bytes()).c_str(), FormatBytes(r.host_mem).c_str());
-  std::printf("%-36s %9s %12s %9s %10s %12s %10s %10s %10s %8s  %-5s %10s %-5s %s\n", "", "state",
+  std::printf("%-41s %9s %12s %9s %10s %12s %10s %10s %10s %8s  %-5s %10s %-5s %s\n", "", "state",
               "activations", "boundary", "workspace", "context", "estimate", "measured", "needed",
               "x floor", "fits", "host", "host?", "peak during");
   for (const PlanRow& row : r.rows) {
     const std::string context =
         std::to_string(row.processes) + " x " + FormatBytes(row.context_bytes / row.processes);
     std::printf(
-        "%-36s %9s %12s %9s %10s %12s %10s %10s %10s %7.1fx  %-5s %10s %-5s %s\n", row.name.c_str(),
+        "%-41s %9s %12s %9s %10s %12s %10s %10s %10s %7.1fx  %-5s %10s %-5s %s\n", row.name.c_str(),
         FormatBytes(row.state_bytes).c_str(), FormatBytes(row.activation_bytes).c_str(),
         FormatBytes(row.boundary_bytes).c_str(), FormatBytes(row.workspace_bytes).c_str(),
         context.c_str(), FormatBytes(row.peak_bytes).c_str(),
@@ -407,7 +404,8 @@ void PrintWays(const PlanReport& r) {
   if (r.lean_floor > 0)
     std::printf(
         "lean floor: %s (%.2fx) with model.memory: lean, the same weights in blocks that hold "
-        "less;\n  --set model.memory=lean plans its ways (docs/MEMORY.md#lean-blocks)\n",
+        "less\n  (the rows named lean; their x floor is over this one: "
+        "docs/MEMORY.md#lean-blocks)\n",
         FormatBytes(r.lean_floor).c_str(),
         r.floor > 0 ? static_cast<double>(r.lean_floor) / static_cast<double>(r.floor) : 0.0);
   if (!r.measure) return;

@@ -108,10 +108,27 @@ TEST(BenchStep, JsonHasEveryRow) {
   const std::string json = JsonLine(r.output);
   ASSERT_TRUE(Balanced(json)) << r.output;
   ExpectFields(json, {"machine", "results", "median_step_s", "ratio", "run_medians_s"});
-  for (const char* label :
-       {"single", "pipeline", "pipeline recompute", "sequential", "gpipe", "1f1b", "1f1b gloo",
-        "single fp16", "pipeline fp16", "python eager", "single glibc defaults",
-        "pipeline glibc defaults", "single checkpointing", "single offload", "pipeline offload"}) {
+  for (const char* label : {"single",
+                            "pipeline",
+                            "pipeline recompute",
+                            "sequential",
+                            "gpipe",
+                            "1f1b",
+                            "1f1b gloo",
+                            "single fp16",
+                            "pipeline fp16",
+                            "python eager",
+                            "single glibc defaults",
+                            "pipeline glibc defaults",
+                            "single checkpointing",
+                            "single offload",
+                            "pipeline offload",
+                            "single as written",
+                            "single lean",
+                            "single offload as written",
+                            "single offload lean",
+                            "pipeline offload as written",
+                            "pipeline offload lean"}) {
     EXPECT_NE(json.find(std::string("\"label\":\"") + label + "\""), std::string::npos) << label;
   }
   // Every row is measured, recompute too, and the Python eager peer (.venv's
@@ -125,6 +142,7 @@ TEST(BenchStep, JsonHasEveryRow) {
   EXPECT_NE(json.find("fp16 on a CPU is emulated"), std::string::npos) << json;
   EXPECT_NE(json.find("\"mode\":\"python\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"ratio_to\":\"single\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ratio_to\":\"pipeline offload as written\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"ratio_to\":\"pipeline\""), std::string::npos) << json;  // glibc row
   EXPECT_NE(json.find("\"peak_rss_bytes\":"), std::string::npos) << json;
   EXPECT_EQ(JsonField(json, "budget_bytes"), std::to_string(14 << 20)) << json;
@@ -255,7 +273,7 @@ TEST(BenchMemory, JsonHasEveryProcess) {
 // that trained stayed within it, and the pipeline recomputing with parked
 // stages fits more than plain single-process (the stages split the state).
 TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
-  // The ways compared below (--way: 13 of the 17 a config with 2 micro-batches has).
+  // The ways compared below (--way: 14 of the 20 a config with 2 micro-batches has).
   const std::vector<std::string> ways{"single-process",
                                       "single-process, micro-batches of 1",
                                       "single-process, checkpointing",
@@ -268,7 +286,8 @@ TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
                                       "pipeline recompute blocks+park, mb of 1",
                                       "pipeline offload+park, mb of 1",
                                       "4 stages recompute+park",
-                                      "4 stages recompute+park, mb of 1"};
+                                      "4 stages recompute+park, mb of 1",
+                                      "pipeline offload+park, mb of 1, lean"};
   std::vector<std::string> args{"capacity", "--config", SourcePath("configs/tiny.yaml"),
                                 "--budget", "16MiB",    "--steps",
                                 "1",        "--set",    "data.size=32",
@@ -290,6 +309,8 @@ TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
     EXPECT_LE(std::stoll(JsonField(one, "peak_device_tensor_bytes")), 16ll << 20) << one;
     EXPECT_GT(std::stoll(JsonField(one, "probes")), 1) << one;
     params[way] = std::stoll(JsonField(one, "parameters"));
+    EXPECT_EQ(JsonField(one, "lean"), way.find(", lean") != std::string::npos ? "true" : "false")
+        << one;
   }
   ASSERT_EQ(params.size(), ways.size()) << json;
   for (const std::string& way : ways) EXPECT_EQ(params.count(way), 1u) << way << " in " << json;
@@ -308,6 +329,31 @@ TEST(BenchCapacity, EveryWayFindsItsLargestWithinTheBudget) {
   EXPECT_GE(params["4 stages recompute+park, mb of 1"], params["pipeline recompute+park, mb of 1"])
       << json;
   EXPECT_GE(params["single-process, micro-batches of 1"], params["single-process"]);
+  // Lean blocks hold less: the same way trains at least as large a model.
+  EXPECT_GE(params["pipeline offload+park, mb of 1, lean"],
+            params["pipeline offload+park, mb of 1"])
+      << json;
+}
+
+// --only lean runs the lean group alone; where the config has no lean
+// blocks (bf16 here) its rows say why, and nothing else runs.
+TEST(BenchStep, LeanAloneSaysWhyWhereTheModelHasNoLeanBlocks) {
+  const CommandResult r =
+      Bench({"step", "--config", SourcePath("configs/tiny.yaml"), "--json", "--only", "lean",
+             "--steps", "2", "--rounds", "1", "--warmup", "1", "--set", "train.precision=bf16"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = JsonLine(r.output);
+  EXPECT_EQ(JsonField(json, "only"), "lean") << json;
+  EXPECT_EQ(json.find("\"label\":\"single\""), std::string::npos)
+      << "only the lean group: " << json;
+  EXPECT_EQ(json.find("pipeline_breakdown"), std::string::npos) << json;
+  for (const char* label : {"single lean", "single offload lean", "pipeline offload lean"}) {
+    const size_t at = json.find(std::string("\"label\":\"") + label + "\"");
+    ASSERT_NE(at, std::string::npos) << label << " in " << json;
+    const std::string row = json.substr(at, json.find('}', at) - at);
+    EXPECT_NE(row.find("\"built\":false"), std::string::npos) << row;
+    EXPECT_NE(row.find("fp32 only"), std::string::npos) << row;
+  }
 }
 
 TEST(BenchBadArgs, ExitTwoWithOneLine) {
@@ -322,6 +368,7 @@ TEST(BenchBadArgs, ExitTwoWithOneLine) {
   ExpectOneLineExit2(
       {"step", "--config", SourcePath("configs/tiny.yaml"), "--steps", "3", "--warmup", "3"});
   ExpectOneLineExit2({"step", "--config", "/nonexistent/config.yaml"});
+  ExpectOneLineExit2({"step", "--config", SourcePath("configs/tiny.yaml"), "--only", "fast"});
   ExpectOneLineExit2({"step", "--config", SourcePath("configs/tiny.yaml"), "--budget", "a lot"});
   ExpectOneLineExit2({"memory"});
   ExpectOneLineExit2({"memory", "--config", SourcePath("configs/tiny.yaml"), "--steps", "-1"});

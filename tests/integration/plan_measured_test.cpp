@@ -39,6 +39,21 @@ const std::vector<Way>& Ways() {
   return ways;
 }
 
+// The two ways that hold least, with model.memory: lean (plan's lean twins).
+const std::vector<Way>& LeanWays() {
+  static const std::vector<Way> ways = [] {
+    std::vector<Way> out;
+    for (const Way& way : Ways()) {
+      if (way.row != "single-process offload" && way.row != "pipeline offload") continue;
+      Way lean{way.row + " lean", way.args};
+      lean.args.insert(lean.args.end(), {"--set", "model.memory=lean"});
+      out.push_back(lean);
+    }
+    return out;
+  }();
+  return ways;
+}
+
 // The plan JSON's row named `name` (its object text).
 std::string Row(const std::string& plan, const std::string& name) {
   const size_t at = plan.find("{\"name\":\"" + name + "\"");
@@ -58,18 +73,23 @@ void ExpectWithin10Percent(long long predicted, long long measured, const std::s
   EXPECT_LT(ratio, 1.1) << what << ": plan " << predicted << " B, run " << measured << " B";
 }
 
+// plan measures `ways` (--way each); a real run of each holds what plan
+// said within 10%, and no less than the floor (a lean way's: the lean floor).
 void PlanMatchesRuns(const std::string& config, const std::vector<std::string>& sets,
-                     const std::string& probe_voxels) {
+                     const std::string& probe_voxels, const std::vector<Way>& ways) {
   TempDir dir;
   std::vector<std::string> plan_args{
       BinPath("unet-pipeline"), "plan",      "--config", config, "--json",
       "--probe-voxels",         probe_voxels};
   plan_args.insert(plan_args.end(), sets.begin(), sets.end());
+  for (const Way& way : ways) plan_args.insert(plan_args.end(), {"--way", way.row});
   const CommandResult plan = RunCommand(plan_args);
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
-  const long long floor = std::stoll(JsonField(plan.output, "floor_bytes"));
   int n = 0;
-  for (const Way& way : Ways()) {
+  for (const Way& way : ways) {
+    const bool lean = way.row.size() > 5 && way.row.compare(way.row.size() - 5, 5, " lean") == 0;
+    const long long floor =
+        std::stoll(JsonField(plan.output, lean ? "lean_floor_bytes" : "floor_bytes"));
     const std::string row = Row(plan.output, way.row);
     ASSERT_FALSE(row.empty()) << way.row << " missing: " << plan.output;
     const std::string run = dir / ("run" + std::to_string(++n));
@@ -177,7 +197,8 @@ TEST(PlanMeasured, Bf16ProbesDoNotCountTheCpusThreads) {
 TEST(PlanMeasured, TwoDimensionalRowsPredictTheRuns) {
   // 128x128 from probes at 64x64 and 64x128 (below those, the deep levels'
   // constant transients set the encoder's peak and the line bends).
-  PlanMatchesRuns(SourcePath("configs/tiny.yaml"), {"--set", "data.size=[128,128]"}, "8192");
+  PlanMatchesRuns(SourcePath("configs/tiny.yaml"), {"--set", "data.size=[128,128]"}, "8192",
+                  Ways());
 }
 
 TEST(PlanMeasured, ThreeDimensionalRowsPredictTheRuns) {
@@ -185,8 +206,11 @@ TEST(PlanMeasured, ThreeDimensionalRowsPredictTheRuns) {
   // encoder's peak under block recompute is a constant transient on a CPU
   // without AVX-512 (oneDNN's AVX2 kernels): from 16^3 and 16x16x32 the line
   // predicted 27.9 MB against the run's 32.5 MB; from these, the run's bytes.
-  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"},
-                  "16384");
+  // The lean twins of the two ways that hold least are planned within 10% too.
+  std::vector<Way> ways = Ways();
+  ways.insert(ways.end(), LeanWays().begin(), LeanWays().end());
+  PlanMatchesRuns(SourcePath("configs/tiny3d.yaml"), {"--set", "model.features=[8,16,32]"}, "16384",
+                  ways);
 }
 
 }  // namespace

@@ -74,8 +74,27 @@ const std::vector<std::string> kRowNames{"single-process",
 TEST(MemoryPlan, Brats16gNeedsThePipelineOnA16GiBCard) {
   const Config c = LoadConfig(std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml", {});
   const auto rows = PlanMemory(c, ParseCardBudget("16GiB", "10%").usable_bytes());
-  ASSERT_EQ(rows.size(), kRowNames.size());
-  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].name, kRowNames[i]);
+  // Each way as written, then its lean twin: the same sets and model.memory: lean.
+  ASSERT_EQ(rows.size(), 2 * kRowNames.size());
+  for (size_t i = 0; i < kRowNames.size(); ++i) {
+    const PlanRow &written = rows[2 * i], &lean = rows[2 * i + 1];
+    EXPECT_EQ(written.name, kRowNames[i]);
+    EXPECT_EQ(lean.name, kRowNames[i] + " lean");
+    EXPECT_FALSE(written.lean);
+    EXPECT_TRUE(lean.lean);
+    std::vector<std::string> sets = written.sets;
+    sets.push_back("model.memory=lean");
+    EXPECT_EQ(lean.sets, sets) << lean.name;
+    EXPECT_EQ(lean.state_bytes, written.state_bytes) << lean.name;
+    EXPECT_LT(lean.activation_bytes, written.activation_bytes) << lean.name;
+  }
+  // No twins where lean blocks are refused (below fp32), nor for a lean config.
+  const std::string path = std::string(UP_SOURCE_DIR) + "/configs/brats16g.yaml";
+  for (const char* set : {"train.precision=bf16", "model.memory=lean"}) {
+    const auto own = PlanMemory(LoadConfig(path, {set}), ParseBytes("16GiB"));
+    ASSERT_EQ(own.size(), kRowNames.size()) << set;
+    EXPECT_EQ(own[0].lean, std::string(set) == "model.memory=lean") << set;
+  }
   const PlanRow& single = RowNamed(rows, "single-process");
   EXPECT_FALSE(single.fits) << FormatBytes(single.need.total());
   EXPECT_LT(RowNamed(rows, "single-process checkpointing").peak_bytes, single.peak_bytes);
@@ -155,6 +174,14 @@ TEST(MemoryPlan, RecommendsTheLeastExtraWorkThatFits) {
       << "no offload beats fewer processes";
   fit_only({"pipeline offload", "single-process offload"});
   EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "single-process offload");
+  // Lean blocks cost a few percent: less than any recompute, more than the
+  // same way as written.
+  fit_only({"single-process lean", "single-process checkpointing"});
+  r = Recommend(c, rows, std::nullopt, 1, budget);
+  EXPECT_EQ(r.way, "single-process lean");
+  EXPECT_EQ(r.sets, std::vector<std::string>{"model.memory=lean"});
+  fit_only({"single-process offload lean", "single-process offload"});
+  EXPECT_EQ(Recommend(c, rows, std::nullopt, 1, budget).way, "single-process offload");
   fit_only({"pipeline recompute blocks", "pipeline recompute"});
   r = Recommend(c, rows, std::nullopt, 1, budget);
   EXPECT_EQ(r.way, "pipeline recompute");
@@ -187,7 +214,7 @@ TEST(MemoryPlan, NnunetPlansByFormula) {
     EXPECT_EQ(EncoderCounts(c).parameters, Numel(*enc)) << configuration;
     EXPECT_EQ(DecoderCounts(c).parameters, Numel(*dec)) << configuration;
     const auto rows = PlanMemory(c, ParseBytes("16GiB"));
-    ASSERT_EQ(rows.size(), kRowNames.size());
+    ASSERT_EQ(rows.size(), 2 * kRowNames.size());  // each with its lean twin
     for (const PlanRow& r : rows) EXPECT_GT(r.activation_bytes, 0) << configuration << r.name;
     EXPECT_LT(RowNamed(rows, "single-process checkpointing").peak_bytes,
               RowNamed(rows, "single-process").peak_bytes)
