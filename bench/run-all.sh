@@ -54,6 +54,11 @@ run step-tiny step --config configs/tiny.yaml --steps 12 --rounds "$TINY_ROUNDS"
 # small as the speed targets are set: 2 threads, batch 8 in one micro-batch.
 run step-small step --config configs/small.yaml --steps 6 --rounds "$ROUNDS" --warmup 2 \
   --set train.threads=2 --set train.micro_batches=1
+# Lean blocks against the blocks as written, three ways, at a 3-D size whose
+# steps take seconds (about 12 minutes).
+run step-brats16g-lean step --only lean --config configs/brats16g.yaml \
+  --set "data.size=[64,64,32]" --set train.micro_batches=2 --set train.threads=2 \
+  --set train.warmup_steps=0 --steps 4 --warmup 1 --rounds 3
 # 2, 3 and 4 stages under each schedule (one traced run a row).
 run stages-tiny stages --config configs/tiny.yaml --set train.micro_batches=4
 run stages-small stages --config configs/small.yaml --set train.micro_batches=4 --steps 5
