@@ -6,7 +6,7 @@ training in turn; each run's peak tensor bytes (summary.json) next to what
 
 usage: user_case.py [--case CASE] BIN OUT_JSON [PRECISION...]   (default: fp32)
 CASE is brats16g (the default: the 3-D U-Net at 192x192x96, 2 micro-batches of
-one sample), brats-whole (the same network on a whole BraTS volume, 240x240x160)
+one sample), brats16g-lean (the same with model.memory: lean), brats-whole (the same network on a whole BraTS volume, 240x240x160)
 brats-whole-lean (the same with model.memory: lean) or resenc-l (nnU-Net's
 ResEnc L plan at 160x192x160, its batch of 3 as 3 micro-batches of one volume).
 UP_USER_CASE_WAYS=name,name,... runs only those ways; UP_USER_CASE_STEPS=N trains
@@ -43,6 +43,9 @@ CASES = {
                  "micro_batches": 2},
     "resenc-l": {"config": "configs/nnunet-resenc-l.yaml", "patch": [160, 192, 160],
                  "batch_size": 3, "micro_batches": 3},
+    # brats16g with model.memory: lean (issue 49's lean blocks).
+    "brats16g-lean": {"config": "configs/brats16g.yaml", "patch": [192, 192, 96], "batch_size": 2,
+                      "micro_batches": 2, "sets": ["model.memory=lean"]},
     # A whole BraTS volume (240x240x155 padded to a multiple of 16 on its
     # last axis): brats16g's network on it, 2 micro-batches of one volume.
     "brats-whole": {"config": "configs/brats16g.yaml", "patch": [240, 240, 160],
