@@ -834,7 +834,30 @@ def lean_section(res):
             f"counted floor by more, so what the lean ways hold beyond their floor is now the larger "
             f"share, and issue 49 stays open for it and for the real step at this size.", ""]
     out += lean_step(res)
+    out += lean_capacity(res)
     out += lean_whole_volume(res)
+    return out
+
+
+LEAN_CAPACITY_TARGET = 1.3  # the best lean way's patch voxels / the best written way's
+
+
+def lean_capacity(res):
+    """bench capacity --scale patch on tiny3d: the best ways as written and
+    their lean twins, in one run."""
+    d = res.get("capacity-tiny3d-patch-lean")
+    if not d:
+        return []
+    out = text(res, "lean-capacity")
+    rows = [[r["way"], r["size"], f"{r['voxels']:,}", f"{r['peak_device_tensor_bytes'] / 2**20:.0f}",
+             f"{r['vs_best_written']:.2f}x"] for r in d["rows"]]
+    out += table(["way", "largest patch that trains", "voxels", "peak tensors (MiB)",
+                  "voxels / best as written"], "llrrr", rows)
+    best_lean = max(r["vs_best_written"] for r in d["rows"] if r.get("lean"))
+    out += [f"The best lean way trains {best_lean:.2f}x the patch voxels of the best way as "
+            f"written in the same budget (target at least {LEAN_CAPACITY_TARGET}x: "
+            f"{verdict(best_lean >= LEAN_CAPACITY_TARGET)}). The search steps by 16 voxels an axis, "
+            f"so a way's largest patch is a step below the one that ran out.", ""]
     return out
 
 

@@ -120,5 +120,11 @@ run capacity-tiny3d capacity --config configs/tiny3d.yaml --budget 48MiB
 # activations outgrow the CPU convolution's column buffer (BENCHMARKS.md says why).
 run capacity-tiny3d-patch capacity --config configs/tiny3d.yaml --budget 512MiB --scale patch \
   --set train.batch_size=2 --set train.micro_batches=2
+# The same for the best ways and their lean twins (model.memory: lean).
+run capacity-tiny3d-patch-lean capacity --config configs/tiny3d.yaml --budget 512MiB --scale patch \
+  --set train.batch_size=2 --set train.micro_batches=2 \
+  --way "single-process" --way "single-process, lean" \
+  --way "single-process, offload, mb of 1" --way "single-process, offload, mb of 1, lean" \
+  --way "pipeline offload+park, mb of 1" --way "pipeline offload+park, mb of 1, lean"
 python3 bench/report.py "$OUT" docs/BENCHMARKS.md --readme README.md
 echo "wrote docs/BENCHMARKS.md and README.md's ways table" >&2

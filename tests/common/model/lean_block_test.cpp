@@ -8,8 +8,8 @@
 
 #include "common/config/config_file.h"
 #include "common/device/tensor_accounting.h"
-#include "common/model/activation_offload.h"
 #include "common/model/unet.h"
+#include "tests/support/one_step.h"
 
 namespace up {
 namespace {
@@ -223,6 +223,7 @@ struct LeanStepResult {
   int64_t peak_bytes = 0;
 };
 
+// One SGD step of the model with its blocks recomputed and offloaded.
 LeanStepResult TrainOneLeanStep(const ModelConfig& m, std::vector<int64_t> shape,
                                 bool deep_supervision) {
   UNet model(m, 5, deep_supervision);
@@ -231,27 +232,11 @@ LeanStepResult TrainOneLeanStep(const ModelConfig& m, std::vector<int64_t> shape
     torch::manual_seed(11);
     for (auto& p : model->parameters()) p.add_(0.05 * torch::randn_like(p));
   }
-  model->encoder->set_checkpointing(CheckpointUnit::kBlock);
-  model->decoder->set_checkpointing(CheckpointUnit::kBlock);
-  const torch::Device cpu(torch::kCPU);
-  ActivationOffload parked(cpu);
-  model->encoder->set_offload(&parked);
-  model->decoder->set_offload(&parked);
-  model->train();
-  torch::manual_seed(3);
-  const torch::Tensor x = torch::randn(shape);  // (N, C, *S)
-  shape.erase(shape.begin() + 1);
-  const torch::Tensor target = torch::randint(0, m.num_classes, shape);  // (N, *S)
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
-  const int64_t before = TensorBytesOn(cpu).live;
-  ResetPeakTensorBytes(cpu);
-  const std::vector<torch::Tensor> out = model->forward(x);
-  torch::Tensor loss = torch::nn::functional::cross_entropy(out[0], target);
-  for (size_t i = 1; i < out.size(); ++i)
-    if (out[i].defined()) loss = loss + out[i].square().mean();
-  loss.backward();
+  const test::OneStep one = test::ForwardBackward(model, CheckpointUnit::kBlock, Precision::kFp32,
+                                                  shape, m.num_classes, /*offload=*/true);
   LeanStepResult s;
-  s.peak_bytes = TensorBytesOn(cpu).peak - before;
+  s.peak_bytes = one.peak_bytes;
   sgd.step();
   for (const auto& p : model->parameters()) s.weights.push_back(p.detach().clone());
   return s;

@@ -16,6 +16,7 @@
 #include "common/model/activation_offload.h"
 #include "common/model/precision.h"
 #include "common/model/unet.h"
+#include "tests/support/one_step.h"
 
 namespace up {
 namespace {
@@ -27,57 +28,11 @@ ModelConfig Model() {
   return m;
 }
 
-struct Trained {
-  std::vector<std::pair<std::string, torch::Tensor>> state;  // parameters and buffers
-  std::vector<torch::Tensor> grads;
-  int64_t peak_bytes = 0;  // above what was live before the forward
-};
-
-// One forward and backward of `model` (deep supervision: every output's
-// loss), checkpointed as `unit` says.
-Trained TrainOnce(UNet model, CheckpointUnit unit, Precision precision, std::vector<int64_t> shape,
-                  int64_t classes, bool offload = false) {
-  model->encoder->set_checkpointing(unit);
-  model->decoder->set_checkpointing(unit);
-  ActivationOffload parked(torch::Device(torch::kCPU));
-  if (offload) {
-    model->encoder->set_offload(&parked);
-    model->decoder->set_offload(&parked);
-  }
-  model->train();
-  torch::manual_seed(3);
-  const torch::Tensor x = torch::randn(shape);  // (N, C, *S)
-  shape.erase(shape.begin() + 1);
-  const torch::Tensor target = torch::randint(0, classes, shape);  // (N, *S)
-  const torch::Device cpu(torch::kCPU);
-  TrainConfig t;
-  t.precision = precision;
-  const int64_t before = TensorBytesOn(cpu).live;
-  ResetPeakTensorBytes(cpu);
-  torch::Tensor loss;
-  {
-    AutocastScope autocast(t, cpu);
-    const std::vector<torch::Tensor> out = model->forward(x);
-    loss = torch::nn::functional::cross_entropy(out[0], target);
-    for (size_t i = 1; i < out.size(); ++i)
-      if (out[i].defined()) loss = loss + out[i].to(torch::kFloat32).square().mean();
-  }
-  loss.backward();
-  if (offload) {
-    EXPECT_GT(parked.copied_out_bytes(), 0);
-    EXPECT_EQ(parked.copied_in_bytes(), parked.copied_out_bytes()) << "each unit fetched once";
-    parked.Clear();
-    EXPECT_EQ(parked.parked_bytes(), 0);
-  }
-  Trained r;
-  r.peak_bytes = TensorBytesOn(cpu).peak - before;
-  r.state = NamedState(*model);
-  for (const auto& p : model->parameters()) r.grads.push_back(p.grad());
-  return r;
-}
+using Trained = test::OneStep;
+using test::ForwardBackward;
 
 Trained TrainClassic(CheckpointUnit unit, Precision precision, bool offload = false) {
-  return TrainOnce(UNet(Model(), 7), unit, precision, {4, 4, 64, 64}, 3, offload);
+  return ForwardBackward(UNet(Model(), 7), unit, precision, {4, 4, 64, 64}, 3, offload);
 }
 
 void ExpectSame(const Trained& plain, const Trained& ckpt) {
@@ -274,11 +229,11 @@ TEST_P(NnunetBlocks, SameGradientsAndStatisticsAsPlainTraining) {
     for (auto& p : m->parameters()) p.add_(0.1 * torch::randn_like(p));
     return m;
   };
-  const Trained plain = TrainOnce(model(), CheckpointUnit::kNone, Precision::kFp32, shape, 3);
-  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kLevel, Precision::kFp32, shape, 3));
-  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, Precision::kFp32, shape, 3));
-  ExpectSame(plain, TrainOnce(model(), CheckpointUnit::kBlock, Precision::kFp32, shape, 3,
-                              /*offload=*/true));
+  const Trained plain = ForwardBackward(model(), CheckpointUnit::kNone, Precision::kFp32, shape, 3);
+  ExpectSame(plain, ForwardBackward(model(), CheckpointUnit::kLevel, Precision::kFp32, shape, 3));
+  ExpectSame(plain, ForwardBackward(model(), CheckpointUnit::kBlock, Precision::kFp32, shape, 3));
+  ExpectSame(plain, ForwardBackward(model(), CheckpointUnit::kBlock, Precision::kFp32, shape, 3,
+                                    /*offload=*/true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, NnunetBlocks,
