@@ -1256,10 +1256,16 @@ def ways_table(res):
         ours = {r["name"]: r["tensor_bytes"] for r in lean["rows"]}
         was = {r["name"]: r["tensor_bytes"] for r in res["plan-brats16g-lean-written"]["rows"]}
         w = "pipeline offload"
+        step = res.get("step-brats16g-lean")
+        cost = ""
+        if step:
+            worst = max(r["ratio"] for r in step["results"]
+                        if r["label"].endswith(" lean") and r.get("built", True))
+            cost = f", its step {worst:.2f}x on a CPU"
         rows.append(["the offload ways sit at the floor and still do not fit",
                      "lean blocks with any way: `model.memory: lean`",
                      f"[brats16g, {w}: {ours[w] / GIB:.2f} GiB of tensors, {ours[w] / was[w]:.2f}x "
-                     f"as written]({doc}#lean-blocks-a-lower-floor)"])
+                     f"as written{cost}]({doc}#lean-blocks-a-lower-floor)"])
     rows += [
         ["weights, gradients and optimizer state fill the card",
          "stages taking turns on one card: `pipeline.activations: recompute`",
