@@ -747,7 +747,9 @@ run_check() {
 
   if [ "$device" = cuda ]; then
     step_bench bench_transport 90 transport --max-bytes 268435456 --repeats 2 --seconds 0.2
-    step_bench bench_step 150 step --config configs/small.yaml --steps 6 --rounds 1 --warmup 2 \
+    # (with its lean group: three ways as written against model.memory: lean,
+    # whose norm backward on a card is tensor ops, not the CPU's fused loop)
+    step_bench bench_step 200 step --config configs/small.yaml --steps 6 --rounds 1 --warmup 2 \
       --set pipeline.stages.encoder.device=cuda --set pipeline.stages.decoder.device=cuda
     # Capacity on the card under train.memory_budget, with a short search
     # (level 0's width from 8 up to 16 at most): the budget's CUDA path for real.

@@ -2,7 +2,8 @@
 // tensor accounting, CUDA stages training like CPU stages (fp32, bf16, fp16,
 // within a tolerance: cuDNN's kernels are not the CPU's; over shm, cuda_ipc
 // and, with two GPUs, NCCL), and parking with the side-stream prefetch
-// changing nothing but timing. Each skips with a printed
+// changing nothing but timing; lean blocks' norm backward on the card
+// against the CPU's loop. Each skips with a printed
 // reason where no GPU is visible; scripts/gpu-check.sh runs them (ctest -L gpu).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/device/tensor_accounting.h"
+#include "common/model/norm_act_backward.h"
 #include "tests/support/command.h"
 
 namespace up::test {
@@ -108,6 +110,52 @@ TEST(CudaStages, ParkingWithPrefetchTrainsLikeWithout) {
   TrainTiny(dir, "prefetch", prefetch);
   const double loss = FinalLoss(dir / "parked");
   EXPECT_NEAR(FinalLoss(dir / "prefetch"), loss, 0.02 * loss);
+}
+
+// Lean blocks on the card: NormAct's backward there is the tensor ops
+// (norm_act_backward.h), which must give what the CPU's fused loop gives,
+// for each grouping and activation; and a lean pipeline trains like the
+// written one.
+TEST(CudaLean, NormActBackwardOnTheCardEqualsTheCpuLoop) {
+  std::string why;
+  if (NoGpu(&why)) GTEST_SKIP() << why;
+  const torch::Device gpu(torch::kCUDA, 0);
+  for (const StatGroups groups :
+       {StatGroups::kChannel, StatGroups::kSampleChannel, StatGroups::kSampleGroup}) {
+    for (const double slope : {0.0, 0.01}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(groups)) + " slope " + std::to_string(slope));
+      torch::manual_seed(5);
+      const torch::Tensor x = torch::randn({2, 6, 24, 20, 16}), grad_y = torch::randn_like(x);
+      const torch::Tensor w = torch::randn({6}), b = torch::randn({6});
+      NormActSpec spec;
+      spec.groups = groups;
+      spec.num_groups = 3;
+      spec.act = true;
+      spec.slope = slope;
+      const NormActGrads cpu = NormActBackward(x, grad_y, w, b, spec);
+      const NormActGrads card =
+          NormActBackward(x.to(gpu), grad_y.to(gpu), w.to(gpu), b.to(gpu), spec);
+      ASSERT_TRUE(card.x.is_cuda());
+      EXPECT_TRUE(torch::allclose(card.x.cpu(), cpu.x, 1e-3, 1e-4));
+      EXPECT_TRUE(torch::allclose(card.weight.cpu(), cpu.weight, 1e-3, 1e-3));
+      EXPECT_TRUE(torch::allclose(card.bias.cpu(), cpu.bias, 1e-3, 1e-3));
+    }
+  }
+}
+
+TEST(CudaLean, LeanPipelineTrainsLikeTheWrittenOne) {
+  std::string why;
+  if (NoGpu(&why)) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::vector<std::string> card = {"pipeline.stages.encoder.device=cuda:0",
+                                         "pipeline.stages.decoder.device=cuda:0",
+                                         "pipeline.park=always"};
+  std::vector<std::string> lean = card;
+  lean.push_back("model.memory=lean");
+  TrainTiny(dir, "written", card);
+  TrainTiny(dir, "lean", lean);
+  const double loss = FinalLoss(dir / "written");
+  EXPECT_NEAR(FinalLoss(dir / "lean"), loss, 0.02 * loss);
 }
 
 }  // namespace
