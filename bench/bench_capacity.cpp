@@ -94,16 +94,16 @@ std::vector<Way> Ways(const Config& c) {
   ways.insert(ways.end(), finer.begin(), finer.end());
   // Lean blocks: plain single-process and the two ways that hold least.
   if (LeanTwin(c)) {
-    for (const char* name :
+    for (const std::string name :
          {"single-process", "single-process, offload, mb of 1", "pipeline offload+park, mb of 1"}) {
-      for (const Way& way : std::vector<Way>(ways)) {
-        if (way.name != name) continue;
-        Way lean = way;
-        lean.name += ", lean";
-        lean.sets.push_back("model.memory=lean");
-        lean.lean = true;
-        ways.push_back(lean);
-      }
+      const auto way =
+          std::find_if(ways.begin(), ways.end(), [&](const Way& w) { return w.name == name; });
+      if (way == ways.end()) continue;
+      Way lean = *way;
+      lean.name += ", lean";
+      lean.sets.push_back("model.memory=lean");
+      lean.lean = true;
+      ways.push_back(lean);
     }
   }
   return ways;

@@ -867,6 +867,12 @@ def lean_capacity(res):
 LEAN_STEP_TARGET = 1.05  # lean / as written step time, the same way
 
 
+def lean_step_worst(d):
+    """The largest lean / as written step ratio of a `bench step --only lean` run."""
+    return max(r["ratio"] for r in d["results"]
+               if r["label"].endswith(" lean") and r.get("built", True))
+
+
 def lean_step(res):
     """bench step --only lean: three ways as written against lean, each pair
     alternated in one run."""
@@ -874,19 +880,19 @@ def lean_step(res):
     if not d:
         return []
     out = text(res, "lean-step")
-    rows, worst = [], 0.0
+    rows = []
     by_label = {r["label"]: r for r in d["results"]}
     for r in d["results"]:
         if not r["label"].endswith(" lean") or not r.get("built", True):
             continue
         written = by_label[r["ratio_to"]]
-        worst = max(worst, r["ratio"])
         rows.append([r["label"][:-5], f"{written['median_step_s']:.2f}", f"{r['median_step_s']:.2f}",
                      f"{r['ratio']:.3f}x",
                      ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(written["run_medians_s"],
                                                                  r["run_medians_s"]))])
     out += table(["way", "as written (s)", "lean (s)", "lean / as written",
                   "each run's median, written/lean (s)"], "lrrrl", rows)
+    worst = lean_step_worst(d)
     out += [f"The lean step is at most {worst:.3f}x the written one at the same way (target at most "
             f"{LEAN_STEP_TARGET:.2f}x: {verdict(worst <= LEAN_STEP_TARGET)}).", ""]
     return out
@@ -1259,9 +1265,7 @@ def ways_table(res):
         step = res.get("step-brats16g-lean")
         cost = ""
         if step:
-            worst = max(r["ratio"] for r in step["results"]
-                        if r["label"].endswith(" lean") and r.get("built", True))
-            cost = f", its step {worst:.2f}x on a CPU"
+            cost = f", its step {lean_step_worst(step):.2f}x on a CPU"
         rows.append(["the offload ways sit at the floor and still do not fit",
                      "lean blocks with any way: `model.memory: lean`",
                      f"[brats16g, {w}: {ours[w] / GIB:.2f} GiB of tensors, {ours[w] / was[w]:.2f}x "
