@@ -6,10 +6,12 @@
 // Each test reruns one line and compares. A restructuring that keeps every
 // line equal changed no arithmetic.
 //
-// The digests are bits of one CPU's kernels: the file's `# machine:` line
-// says which CPU and LibTorch recorded them, and on another the test skips
-// with that reason (re-record on a known-good commit with
-// UP_RECORD_DIGESTS=1, which rewrites the digest column and the machine line).
+// The digests are bits of one CPU's kernels: every run is held to AVX2
+// kernels (HoldKernelsToAvx2), so a machine with AVX-512 trains the bits
+// one without it recorded; the file's `# machine:` line says which CPU and
+// LibTorch recorded them, and on another the test skips with that reason
+// (re-record on a known-good commit with UP_RECORD_DIGESTS=1, which
+// rewrites the digest column and the machine line).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -84,7 +86,7 @@ std::string ThisMachine() {
   const size_t at = version.find("LibTorch ");
   version = at == std::string::npos ? "LibTorch ?" : version.substr(at);
   version = version.substr(0, version.find_first_of(" \n,)", 9));
-  return model + " | " + version;
+  return model + " | " + version + " | kernels held to AVX2";
 }
 
 std::string Substitute(std::string word, const std::map<std::string, std::string>& vars) {
@@ -151,6 +153,7 @@ TEST_P(Digests, EqualTheRecordedRun) {
   const DigestCase* c = nullptr;
   for (const DigestCase& d : cases) c = d.name == GetParam() ? &d : c;
   ASSERT_NE(c, nullptr) << GetParam() << " is not in " << kFile;
+  HoldKernelsToAvx2();
   const bool record = std::getenv("UP_RECORD_DIGESTS") != nullptr;
   const std::string here = ThisMachine();
   if (!record && here != machine)

@@ -2,6 +2,8 @@
 // run folder main wrote with the hand-written config reader and dump (its
 // ABOUT.md says how). A copy resumes from its step-1 checkpoint to step 2
 // and must end where a fresh run of the same config.yaml ends, bit for bit.
+// Its step 1 was trained with AVX2 kernels, so both runs here are held to
+// them (HoldKernelsToAvx2).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,6 +17,7 @@ namespace old_run_test {
 namespace fs = std::filesystem;
 
 TEST(OldRunFolder, ResumesToTheSameWeightsAsAFreshRun) {
+  HoldKernelsToAvx2();
   TempDir dir;
   const fs::path old = dir / "old";
   fs::copy(SourcePath("tests/data/old_run"), old, fs::copy_options::recursive);

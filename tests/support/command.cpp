@@ -119,6 +119,11 @@ std::string SourcePath(const std::string& relative) {
   return std::string(UP_SOURCE_DIR) + "/" + relative;
 }
 
+void HoldKernelsToAvx2() {
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+  ::setenv("ATEN_CPU_CAPABILITY", "avx2", 1);
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;

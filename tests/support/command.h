@@ -59,6 +59,11 @@ std::vector<std::string> ErrorLines(const std::string& output);
 std::string JsonField(const std::string& json, const std::string& key);
 // The `param_digest` of the run folder `run` (from its summary.json).
 std::string RunDigest(const std::string& run);
+// Holds the CPU kernels of the programs this process starts to AVX2
+// (oneDNN's ONEDNN_MAX_CPU_ISA and ATen's ATEN_CPU_CAPABILITY): bits
+// committed to the tree, made on a machine without AVX-512, repeat on one
+// with it. For the tests that compare with such bits.
+void HoldKernelsToAvx2();
 // Pids of processes (not this one) whose command line mentions `needle`;
 // stages carry their run folder, so a run's folder finds its stages.
 std::vector<int> ProcessesMentioning(const std::string& needle);
