@@ -832,9 +832,13 @@ def lean_section(res):
             f"{lean_floor / floor:.2f}x (target at most 0.70x: {verdict(lean_floor <= 0.70 * floor)}). "
             f"The best lean way holds {best / GIB:.2f} GiB, {best / best_written:.2f}x the best way as "
             f"written, and {best / lean_floor:.2f}x the lean floor (target within 1.1x: "
-            f"{verdict(best <= 1.1 * lean_floor)}): the measured peaks fell by about a quarter, the "
-            f"counted floor by more, so what the lean ways hold beyond their floor (the stage's "
-            f"state, the boundary, the workspace) is now the larger share.", ""]
+            f"{verdict(best <= 1.1 * lean_floor)})" +
+            (": beyond the floor it holds its stage's state and a slab of the convolution at work "
+             "(the upsampling and the decoder's first convolution run a slab of rows at a time, "
+             "[Memory](MEMORY.md#lean-blocks))." if best <= 1.1 * lean_floor else
+             ": the measured peaks fell by about a quarter, the counted floor by more, so what "
+             "the lean ways hold beyond their floor (the stage's state, the boundary, the "
+             "workspace) is now the larger share."), ""]
     out += real_steps(res.get("user-case-brats16g-lean"), lean, " (lean)")
     out += lean_step(res)
     out += lean_capacity(res)

@@ -53,13 +53,83 @@ ConvArgs ArgsOf(torch::nn::Module& m) {
 
 std::string PartKey(size_t k) { return "part" + std::to_string(k); }
 
+// A part's convolution is taken in slabs of the first spatial axis when it
+// keeps its size there (stride 1, no dilation, padding (k - 1) / 2) and the
+// axis is long: a quarter of the axis at a time, at least kMinSlabRows rows.
+// Each slab convolves its rows with a halo of `padding` rows either side and
+// keeps its own rows, so the result is the same convolution; what the
+// kernel holds at once (its copies of the input in its own layout, its
+// output) is a slab's, not the whole part's. A halo is convolved twice:
+// 2 * padding rows a slab, about 4% more work at 48 rows. Only a part of
+// kMinSlabElements or more: what a smaller one holds does not matter. On a
+// CPU a slab goes to oneDNN's convolution directly, as the whole part
+// would: ATen takes a small convolution (a thin slab can be one) to its
+// im2col kernel, which holds 27 copies of its input.
+constexpr int64_t kSlabs = 4;
+constexpr int64_t kMinSlabRows = 16;
+constexpr int64_t kMinSlabElements = int64_t{1} << 21;
+
+bool BySlabs(const torch::Tensor& x, const torch::Tensor& w, const std::vector<int64_t>& stride,
+             const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+  if (x.dim() < 3 || x.size(2) < 2 * kMinSlabRows || x.numel() < kMinSlabElements) return false;
+  for (size_t d = 0; d < stride.size(); ++d)
+    if (stride[d] != 1 || dilation[d] != 1 ||
+        w.size(2 + static_cast<int64_t>(d)) != 2 * padding[d] + 1)
+      return false;
+  return true;
+}
+
+// out += conv(x, w) + bias, or out = that where `out` is undefined.
+//   x: (N, C_k, *S), w: (out, C_k, *kernel), out: (N, out, *S')
+void ConvolveInto(torch::Tensor* out, const torch::Tensor& x, const torch::Tensor& w,
+                  const torch::Tensor& bias, const std::vector<int64_t>& stride,
+                  const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+  const std::vector<int64_t> no_output_padding(stride.size(), 0);
+  if (!BySlabs(x, w, stride, padding, dilation)) {
+    torch::Tensor y =
+        at::convolution(x, w, bias, stride, padding, dilation, false, no_output_padding, 1);
+    if (out->defined()) {
+      out->add_(y);
+    } else {
+      *out = std::move(y);
+    }
+    return;
+  }
+  const bool first = !out->defined();
+  if (first) {
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes[1] = w.size(0);
+    *out = at::empty(sizes, x.options().memory_format(x.suggest_memory_format()));
+  }
+  const int64_t rows_total = x.size(2);
+  const int64_t rows = std::max(kMinSlabRows, (rows_total + kSlabs - 1) / kSlabs);
+  const int64_t halo = padding[0];
+  const bool onednn = x.is_cpu() && x.scalar_type() == torch::kFloat && at::hasMKLDNN();
+  for (int64_t d0 = 0; d0 < rows_total; d0 += rows) {
+    const int64_t d1 = std::min(rows_total, d0 + rows);
+    const int64_t s0 = std::max<int64_t>(0, d0 - halo);
+    const int64_t s1 = std::min(rows_total, d1 + halo);
+    const torch::Tensor slab = x.narrow(2, s0, s1 - s0);  // (N, C_k, s1 - s0, ...)
+    const torch::Tensor y = (onednn ? at::mkldnn_convolution(slab.contiguous(), w.contiguous(),
+                                                             bias, padding, stride, dilation, 1)
+                                    : at::convolution(slab, w, bias, stride, padding, dilation,
+                                                      false, no_output_padding, 1))
+                                .narrow(2, d0 - s0, d1 - d0);  // (N, out, d1 - d0, ...)
+    torch::Tensor dst = out->narrow(2, d0, d1 - d0);
+    if (first) {
+      dst.copy_(y);
+    } else {
+      dst.add_(y);
+    }
+  }
+}
+
 struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
   // `biases`: the bias, or none (an undefined tensor cannot be an input).
   static torch::Tensor forward(AutogradContext* ctx, at::TensorList parts, torch::Tensor weight,
                                at::TensorList biases, std::vector<int64_t> stride,
                                std::vector<int64_t> padding, std::vector<int64_t> dilation,
                                int64_t free_first) {
-    const std::vector<int64_t> no_output_padding(stride.size(), 0);
     const torch::Tensor bias = biases.empty() ? torch::Tensor() : biases[0];
     torch::Tensor out;  // (N, out, *S')
     int64_t first_channel = 0;
@@ -67,13 +137,7 @@ struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
       const int64_t channels = parts[k].size(1);
       const torch::Tensor w = weight.narrow(1, first_channel, channels);  // (out, C_k, *kernel)
       first_channel += channels;
-      torch::Tensor y = at::convolution(parts[k], w, k == 0 ? bias : torch::Tensor(), stride,
-                                        padding, dilation, false, no_output_padding, 1);
-      if (out.defined()) {
-        out.add_(y);
-      } else {
-        out = std::move(y);
-      }
+      ConvolveInto(&out, parts[k], w, k == 0 ? bias : torch::Tensor(), stride, padding, dilation);
     }
     TORCH_CHECK(first_channel == weight.size(1), "ConcatConv: the parts have ", first_channel,
                 " channels together, the convolution takes ", weight.size(1));
@@ -141,6 +205,73 @@ struct ConcatConvFn : torch::autograd::Function<ConcatConvFn> {
                                  output_padding, 1);  // (N, C_k, *S)
     }
     grads[n] = grad_weight;
+    return grads;
+  }
+};
+
+// A ConvTranspose2d or ConvTranspose3d whose kernel is its stride (no
+// padding, dilation or groups): each input voxel makes its own block of
+// outputs, so rows of the input's first spatial axis make rows of the
+// output's alone. Its weight, bias and stride; false for any other module.
+template <typename Impl, size_t D>
+bool UpsamplingArgs(torch::nn::Module& m, ConvArgs* out) {
+  auto* up = dynamic_cast<Impl*>(&m);
+  if (up == nullptr) return false;
+  const auto& o = up->options;
+  const auto* padding = std::get_if<torch::ExpandingArray<D>>(&o.padding());
+  if (padding == nullptr || o.groups() != 1) return false;
+  for (size_t d = 0; d < D; ++d)
+    if ((*o.kernel_size())[d] != (*o.stride())[d] || (**padding)[d] != 0 ||
+        (*o.output_padding())[d] != 0 || (*o.dilation())[d] != 1)
+      return false;
+  out->weight = up->weight;  // (in, out, *stride)
+  out->bias = up->bias;
+  out->stride = std::vector<int64_t>(o.stride()->begin(), o.stride()->end());
+  return true;
+}
+
+struct UpsampleFn : torch::autograd::Function<UpsampleFn> {
+  // x: (N, C, *S) -> (N, out, *S * stride), a slab of x's first spatial axis
+  // at a time into the one output.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, at::TensorList biases,
+                               std::vector<int64_t> stride) {
+    const torch::Tensor bias = biases.empty() ? torch::Tensor() : biases[0];
+    const std::vector<int64_t> zeros(stride.size(), 0), ones(stride.size(), 1);
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes[1] = weight.size(1);
+    for (size_t d = 0; d < stride.size(); ++d) sizes[2 + d] *= stride[d];
+    torch::Tensor out = at::empty(sizes, x.options().memory_format(x.suggest_memory_format()));
+    const int64_t rows_total = x.size(2);
+    const int64_t rows = (rows_total + kSlabs - 1) / kSlabs;
+    for (int64_t r0 = 0; r0 < rows_total; r0 += rows) {
+      const int64_t r1 = std::min(rows_total, r0 + rows);
+      out.narrow(2, r0 * stride[0], (r1 - r0) * stride[0])
+          .copy_(at::convolution(x.narrow(2, r0, r1 - r0), weight, bias, stride, zeros, ones, true,
+                                 zeros, 1));
+    }
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["bias"] = bias.defined();
+    ctx->save_for_backward({x, weight});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const variable_list saved = ctx->get_saved_variables();
+    const std::vector<int64_t> stride = ctx->saved_data["stride"].toIntVector();
+    const std::vector<int64_t> zeros(stride.size(), 0), ones(stride.size(), 1);
+    const bool bias = ctx->saved_data["bias"].toBool();
+    const std::vector<int64_t> bias_sizes{saved[1].size(1)};
+    std::optional<at::IntArrayRef> bias_arg;
+    if (bias) bias_arg = bias_sizes;
+    // What autograd's own backward of the transposed convolution computes.
+    auto r = at::convolution_backward(
+        grad_out[0], saved[0], saved[1], bias_arg, stride, zeros, ones, true, zeros, 1,
+        {ctx->needs_input_grad(0), ctx->needs_input_grad(1), bias && ctx->needs_input_grad(2)});
+    // x, weight, the bias (if any), stride
+    variable_list grads{std::get<0>(r), std::get<1>(r)};
+    if (bias) grads.push_back(std::get<2>(r));
+    grads.push_back(torch::Tensor());
     return grads;
   }
 };
@@ -265,6 +396,18 @@ torch::Tensor ConcatConv(torch::nn::Module& conv, const std::vector<torch::Tenso
   if (a.bias.defined()) biases.push_back(a.bias);
   return ConcatConvFn::apply(at::TensorList(parts), a.weight, at::TensorList(biases), a.stride,
                              a.padding, a.dilation, static_cast<int64_t>(free_first));
+}
+
+torch::Tensor Upsample(torch::nn::AnyModule& up, const torch::Tensor& x) {
+  ConvArgs a;
+  const bool blocks = UpsamplingArgs<torch::nn::ConvTranspose2dImpl, 2>(*up.ptr(), &a) ||
+                      UpsamplingArgs<torch::nn::ConvTranspose3dImpl, 3>(*up.ptr(), &a);
+  int64_t out_elements = blocks ? x.numel() / x.size(1) * a.weight.size(1) : 0;
+  for (int64_t s : a.stride) out_elements *= s;
+  if (!blocks || x.size(2) < kSlabs || out_elements < kMinSlabElements) return up.forward(x);
+  std::vector<torch::Tensor> biases;
+  if (a.bias.defined()) biases.push_back(a.bias);
+  return UpsampleFn::apply(x, a.weight, at::TensorList(biases), a.stride);
 }
 
 }  // namespace up

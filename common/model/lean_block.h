@@ -19,7 +19,13 @@ namespace up {
 //   returns   (N, out, *S') = conv->forward(torch::cat(parts, 1)) to rounding
 //
 // computed as the sum of each part's convolution with its slice of the
-// weight. The graph saves the parts themselves (which their makers hold
+// weight, added into one output. Where a part's convolution keeps the size
+// of the first spatial axis (stride 1, no dilation, "same" padding) and the
+// axis is long, it runs a slab of that axis at a time (a quarter, at least
+// 16 rows, each with its halo): so the forward, and a rebuild's forward
+// inside a checkpointed backward, holds the output and one slab's
+// convolution at once, not the output and a whole part's (the kernel's
+// copy of its input and its output). The graph saves the parts themselves (which their makers hold
 // anyway) instead of a concatenation as wide as all of them, and the
 // backward of the concatenation has no gradient as wide as all of them
 // either. The backward takes the parts one at a time, `free_first` first:
@@ -28,6 +34,19 @@ namespace up {
 // decoder level's upsampled tensor). The backward runs once (no retain_graph).
 torch::Tensor ConcatConv(torch::nn::Module& conv, const std::vector<torch::Tensor>& parts,
                          size_t free_first);
+
+// `up` (a U-Net's upsampling: a ConvTranspose2d or ConvTranspose3d whose
+// kernel is its stride, no padding) on x, the same bits as up.forward(x):
+//
+//   x: (N, C, *S) -> (N, out, *S * stride)
+//
+// Where the output is large (as ConcatConv's slabs), it is made a slab of
+// x's first spatial axis at a time (a quarter) straight into the one
+// output, so the kernel's output in its own layout and its copy into the
+// tensor's are a slab's, not two outputs at once (a rebuilt decoder block
+// starts with this). Its backward is the transposed convolution's own. Any
+// other module, or a small output: up.forward(x).
+torch::Tensor Upsample(torch::nn::AnyModule& up, const torch::Tensor& x);
 
 // What follows a norm: nothing, ReLU (slope 0) or LeakyReLU (slope > 0).
 struct Activation {

@@ -322,7 +322,8 @@ void BuildNnunetDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
     // the skip concatenated (lean: on the two as they are).
     std::vector<ConvNormAct> convs = stage->blocks();
     auto first_block = [up, first = convs[0], lean](const std::vector<torch::Tensor>& x) mutable {
-      torch::Tensor upsampled = up.forward(x[0]);  // (N, F[i], S / scale[i])
+      torch::Tensor upsampled =
+          lean ? Upsample(up, x[0]) : up.forward(x[0]);  // (N, F[i], S / scale[i])
       if (lean) return first->ForwardConcat({upsampled, x[1]}, /*free_first=*/0);
       return first->forward(torch::cat({upsampled, x[1]}, 1));  // (N, F[i], S / scale[i])
     };

@@ -235,8 +235,8 @@ void BuildClassicDecoder(UNetDecoderImpl* dec, const ModelConfig& c) {
     // The first block: the upsampling, then conv1 on the skip and the
     // upsampled tensor concatenated (lean: on the two as they are), norm1, ReLU.
     auto first_block = [up, chain = dc.first, lean](const std::vector<torch::Tensor>& x) mutable {
-      torch::Tensor upsampled = up.forward(x[0]);                           // (N, F[i], S / 2^i)
-      if (!lean) return RunChain(chain, torch::cat({x[1], upsampled}, 1));  // (N, F[i], S / 2^i)
+      torch::Tensor upsampled = lean ? Upsample(up, x[0]) : up.forward(x[0]);  // (N, F[i], S / 2^i)
+      if (!lean) return RunChain(chain, torch::cat({x[1], upsampled}, 1));     // (N, F[i], S / 2^i)
       return NormRelu(chain, ConcatConv(*chain[0].ptr(), {x[1], upsampled}, /*free_first=*/1),
                       lean);  // (N, F[i], S / 2^i)
     };
