@@ -827,15 +827,16 @@ def lean_section(res):
                   "x lean floor"], "lrrrrr", rows)
     best = min(r["tensor_bytes"] for r in lean["rows"] if r.get("tensor_bytes"))
     best_written = min(v for v in was.values() if v)
+    within = best <= 1.1 * lean_floor
     out += [f"The floor (the largest block's backward for one sample, counted: `FloorBytes`) is "
             f"{floor / GIB:.2f} GiB as written and {lean_floor / GIB:.2f} GiB lean, "
             f"{lean_floor / floor:.2f}x (target at most 0.70x: {verdict(lean_floor <= 0.70 * floor)}). "
             f"The best lean way holds {best / GIB:.2f} GiB, {best / best_written:.2f}x the best way as "
             f"written, and {best / lean_floor:.2f}x the lean floor (target within 1.1x: "
-            f"{verdict(best <= 1.1 * lean_floor)})" +
+            f"{verdict(within)})" +
             (": beyond the floor it holds its stage's state and a slab of the convolution at work "
              "(the upsampling and the decoder's first convolution run a slab of rows at a time, "
-             "[Memory](MEMORY.md#lean-blocks))." if best <= 1.1 * lean_floor else
+             "[Memory](MEMORY.md#lean-blocks))." if within else
              ": the measured peaks fell by about a quarter, the counted floor by more, so what "
              "the lean ways hold beyond their floor (the stage's state, the boundary, the "
              "workspace) is now the larger share."), ""]
@@ -847,9 +848,9 @@ def lean_section(res):
                 f"{u['peak_device_tensor_bytes'] / GIB:.2f} GiB, "
                 f"{u['peak_device_tensor_bytes'] / lean_floor:.2f}x the lean floor.", ""]
     out += real_steps(uc, lean, " (lean)")
-    off = [r["tensor_bytes"] / u["peak_device_tensor_bytes"] for u in (uc or {}).get("rows", [])
-           for r in lean["rows"] if r["name"] == u.get("way") and "error" not in u]
-    if any(ratio > 1.1 for ratio in off):
+    plan_over_real = [r["tensor_bytes"] / u["peak_device_tensor_bytes"] for u in real
+                      for r in lean["rows"] if r["name"] == u["way"]]
+    if any(ratio > 1.1 for ratio in plan_over_real):
         out += text(res, "lean-probes")
     out += lean_step(res)
     out += lean_capacity(res)

@@ -105,14 +105,15 @@ void ConvolveInto(torch::Tensor* out, const torch::Tensor& x, const torch::Tenso
   const int64_t rows = std::max(kMinSlabRows, (rows_total + kSlabs - 1) / kSlabs);
   const int64_t halo = padding[0];
   const bool onednn = x.is_cpu() && x.scalar_type() == torch::kFloat && at::hasMKLDNN();
+  const torch::Tensor kernel = onednn ? w.contiguous() : w;  // oneDNN takes a dense weight
   for (int64_t d0 = 0; d0 < rows_total; d0 += rows) {
     const int64_t d1 = std::min(rows_total, d0 + rows);
     const int64_t s0 = std::max<int64_t>(0, d0 - halo);
     const int64_t s1 = std::min(rows_total, d1 + halo);
     const torch::Tensor slab = x.narrow(2, s0, s1 - s0);  // (N, C_k, s1 - s0, ...)
-    const torch::Tensor y = (onednn ? at::mkldnn_convolution(slab.contiguous(), w.contiguous(),
-                                                             bias, padding, stride, dilation, 1)
-                                    : at::convolution(slab, w, bias, stride, padding, dilation,
+    const torch::Tensor y = (onednn ? at::mkldnn_convolution(slab.contiguous(), kernel, bias,
+                                                             padding, stride, dilation, 1)
+                                    : at::convolution(slab, kernel, bias, stride, padding, dilation,
                                                       false, no_output_padding, 1))
                                 .narrow(2, d0 - s0, d1 - d0);  // (N, out, d1 - d0, ...)
     torch::Tensor dst = out->narrow(2, d0, d1 - d0);
